@@ -1,0 +1,117 @@
+#pragma once
+// Writing expressions into existing storage, and the Tensor members that need the engine
+// and the op definitions.
+#include "ops.hpp"
+
+namespace reel {
+namespace detail {
+
+// Writes `e` into existing storage `out` (broadcasting e to out's shape).
+template <class T, class D, class E>
+void assign_expr(const Tensor<T, D>& out, const E& e) {
+  if constexpr (is_cpp_scalar_v<E>) {
+    assign_expr(out, Scalar<T>(convert<T>(e)));
+  } else if constexpr (is_tensor_v<E> && !std::is_same_v<value_t<E>, T>) {
+    assign_expr(out, make_expr(CastOp<T>{}, e));
+  } else if constexpr (is_expr_v<E> && !std::is_same_v<value_t<E>, T>) {
+    assign_expr(out, make_expr(CastOp<T>{}, e));
+  } else if constexpr (std::is_same_v<std::decay_t<E>, Scalar<T>>) {
+    if constexpr (!std::is_same_v<D, Meta>) {
+      if (out.is_contiguous()) {
+        std::fill(out.mutable_data_ptr(), out.mutable_data_ptr() + out.numel(), e.value);
+      } else {
+        eval_into(out, make_expr(SecondOp{}, out, e));
+      }
+      out.bump_version();
+    }
+  } else {
+    Shape es = shape_of(e);
+    Shape bs = broadcast_shapes(out.sizes(), es);
+    REEL_CHECK(bs == out.sizes(), value_error, "copy_: source of shape ", es,
+               " cannot be broadcast to the destination's shape ", out.sizes());
+    if (!std::is_same_v<D, Meta> && leaf_aliases(out, e)) {
+      auto tmp = materialize(e);  // partial overlap: evaluate first, then copy
+      eval_into(out, tmp);
+    } else {
+      eval_into(out, e);
+    }
+    if constexpr (!std::is_same_v<D, Meta>) out.bump_version();
+  }
+}
+
+}  // namespace detail
+}  // namespace reel
+
+namespace reel {
+// ------------------------------------------------------------------ Tensor members needing the engine
+template <class T, class D>
+std::vector<T> Tensor<T, D>::to_vector() const {
+  check_data("to_vector");
+  auto c = contiguous();
+  return std::vector<T>(c.data_ptr(), c.data_ptr() + c.numel());
+}
+template <class T, class D>
+Tensor<T, D> Tensor<T, D>::clone() const {
+  auto out = detail::make_tensor<T, D>(sizes());
+  detail::eval_into(out, *this);
+  return out;
+}
+template <class T, class D>
+template <class U>
+Tensor<U, D> Tensor<T, D>::to() const {
+  if constexpr (std::is_same_v<U, T>)
+    return *this;
+  else
+    return detail::materialize(make_expr(CastOp<U>{}, *this));
+}
+template <class T, class D>
+template <class D2>
+Tensor<T, D2> Tensor<T, D>::to_device() const {
+  if constexpr (std::is_same_v<D, D2>) {
+    return *this;
+  } else if constexpr (std::is_same_v<D2, Meta>) {
+    return detail::make_tensor<T, Meta>(sizes());
+  } else {
+    static_assert(std::is_same_v<D2, CPU> && !std::is_same_v<D, Meta>,
+                  "reel: to_device: meta tensors have no data to copy; CUDA copies need <cuda.hpp> compiled by nvcc");
+    return *this;
+  }
+}
+template <class T, class D>
+template <class E>
+Tensor<T, D>& Tensor<T, D>::copy_(const E& src) {
+  detail::assign_expr(*this, src);
+  return *this;
+}
+template <class T, class D>
+Tensor<T, D>& Tensor<T, D>::fill_(T v) {
+  detail::assign_expr(*this, Scalar<T>(v));
+  return *this;
+}
+template <class T, class D>
+template <class E>
+Tensor<T, D>& Tensor<T, D>::add_(const E& o, T alpha) {
+  if (alpha == T(1))
+    detail::assign_expr(*this, make_expr(AddOp{}, *this, o));
+  else
+    detail::assign_expr(*this, make_expr(AddOp{}, *this, make_expr(MulOp{}, o, Scalar<T>(alpha))));
+  return *this;
+}
+template <class T, class D>
+template <class E>
+Tensor<T, D>& Tensor<T, D>::sub_(const E& o, T alpha) {
+  return add_(make_expr(NegOp{}, o), alpha);
+}
+template <class T, class D>
+template <class E>
+Tensor<T, D>& Tensor<T, D>::mul_(const E& o) {
+  detail::assign_expr(*this, make_expr(MulOp{}, *this, o));
+  return *this;
+}
+template <class T, class D>
+template <class E>
+Tensor<T, D>& Tensor<T, D>::div_(const E& o) {
+  detail::assign_expr(*this, make_expr(DivOp{}, *this, o));
+  return *this;
+}
+}  // namespace reel

@@ -1,0 +1,620 @@
+#pragma once
+// Every elementwise op, each defined once: its type rule (base), its scalar form `apply`,
+// optionally its Eigen vector form `vec`, and its derivative with respect to each operand,
+// `dI(out, args...)`, written as a reel expression of the operands and the result `out`.
+// Autograd multiplies `dI` by the incoming gradient (conjugated for complex, as PyTorch's
+// convention requires for holomorphic ops) and the forward mode multiplies it by the
+// tangent, so one rule serves reverse mode, forward mode, and every order of nesting.
+// Ops that are not holomorphic in a complex argument (abs, angle, real, imag, conj) say so
+// with `holomorphic = false`; autograd gives them their own rules.
+// `differentiable = false` marks ops whose derivative is zero almost everywhere.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "engine.hpp"
+
+namespace reel {
+
+namespace detail {
+template <class C> inline constexpr bool vec_float_v = std::is_floating_point_v<C>;
+template <class C> inline constexpr bool vec_float_or_complex_v = std::is_floating_point_v<C> || is_complex_v<C>;
+template <class C> bool is_nan(const C& x) {
+  if constexpr (is_complex_v<C>)
+    return std::isnan(x.real()) || std::isnan(x.imag());
+  else if constexpr (std::is_floating_point_v<C>)
+    return std::isnan(x);
+  else
+    return false;
+}
+template <class T, const char* Fn>
+constexpr void require_ordered() {
+  static_assert(!is_complex_v<T>, "reel: this op needs ordered values, and complex numbers have no order");
+}
+template <class T>
+constexpr void require_real(const char*) {
+  static_assert(!is_complex_v<T>, "reel: this op needs ordered values, and complex numbers have no order");
+}
+}  // namespace detail
+
+// Complex numbers have no order: ops that compare magnitudes refuse them at compile time.
+#define REEL_REQUIRE_ORDERED(T, FN)                                                                       \
+  static_assert(!::reel::is_complex_v<T>, "reel::" FN ": complex numbers have no order, so " FN            \
+                                          " is not defined for complex tensors (compare abs() or real() instead)")
+
+// ================================================================== arithmetic
+struct AddOp : SameTypeRule {
+  template <class C> C apply(C a, C b) const { return a + b; }
+  template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a + b; }
+  template <class O, class A, class B> auto d0(const O&, const A&, const B&) const { return 1; }
+  template <class O, class A, class B> auto d1(const O&, const A&, const B&) const { return 1; }
+};
+struct SubOp : SameTypeRule {
+  template <class C> C apply(C a, C b) const { return a - b; }
+  template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a - b; }
+  template <class O, class A, class B> auto d0(const O&, const A&, const B&) const { return 1; }
+  template <class O, class A, class B> auto d1(const O&, const A&, const B&) const { return -1; }
+};
+struct MulOp : SameTypeRule {
+  template <class C> C apply(C a, C b) const {
+    if constexpr (std::is_same_v<C, bool>)
+      return a && b;
+    else
+      return a * b;
+  }
+  template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a * b; }
+  template <class O, class A, class B> auto d0(const O&, const A&, const B& b) const { return b; }
+  template <class O, class A, class B> auto d1(const O&, const A& a, const B&) const { return a; }
+};
+struct DivOp : FloatRule {  // true division, as torch.div
+  template <class C> C apply(C a, C b) const { return a / b; }
+  template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a / b; }
+  template <class O, class A, class B> auto d0(const O&, const A&, const B& b) const { return reciprocal(b); }
+  template <class O, class A, class B> auto d1(const O& out, const A&, const B& b) const { return -out / b; }
+};
+struct NegOp : SameTypeRule {
+  template <class C> C apply(C a) const { return -a; }
+  template <class C, class A> auto vec(const A& a) const { return -a; }
+  template <class O, class A> auto d0(const O&, const A&) const { return -1; }
+};
+struct PowOp : SameTypeRule {
+  template <class C> C apply(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      if constexpr (std::is_signed_v<C>) {
+        if (b < 0) return a == 1 ? C(1) : a == -1 ? ((b & 1) ? C(-1) : C(1)) : C(0);
+      }
+      C r = 1;
+      using U = std::make_unsigned_t<C>;
+      U e = static_cast<U>(b), x = static_cast<U>(a), acc = 1;
+      for (; e; e >>= 1, x *= x)
+        if (e & 1) acc *= x;  // wraps modulo 2^n like PyTorch's integer pow
+      r = static_cast<C>(acc);
+      return r;
+    } else {
+      return std::pow(a, b);
+    }
+  }
+  template <class C, class A, class B>
+    requires detail::vec_float_v<C>
+  auto vec(const A& a, const B& b) const { return Eigen::pow(a, b); }
+  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const { return b * pow(a, b - 1); }
+  // x^y ln x, taken as 0 where x == 0 and y >= 0 (the limit; PyTorch does the same).
+  template <class O, class A, class B> auto d1(const O& out, const A& a, const B& b) const {
+    return where(logical_and(eq(a, 0), ge(real(b), 0)), 0, out * log(a));
+  }
+};
+
+// ================================================================== float-valued unary
+#define REEL_FLOAT_UNARY(NAME, STRUCT, SCALAR, VEC, DERIV)                                        \
+  struct STRUCT : FloatRule {                                                                     \
+    template <class C> C apply(C x) const { return SCALAR; }                                      \
+    template <class C, class A>                                                                   \
+      requires detail::vec_float_or_complex_v<C>                                                  \
+    auto vec(const A& a) const { return VEC; }                                                    \
+    template <class O, class X> auto d0([[maybe_unused]] const O& out, [[maybe_unused]] const X& x) const { \
+      return DERIV;                                                                               \
+    }                                                                                             \
+  };
+
+REEL_FLOAT_UNARY(exp, ExpOp, std::exp(x), a.exp(), out)
+REEL_FLOAT_UNARY(log, LogOp, std::log(x), a.log(), reciprocal(x))
+REEL_FLOAT_UNARY(log1p, Log1pOp, std::log1p(x), a.log1p(), reciprocal(x + 1))
+REEL_FLOAT_UNARY(expm1, Expm1Op, std::expm1(x), a.expm1(), out + 1)
+REEL_FLOAT_UNARY(sqrt, SqrtOp, std::sqrt(x), a.sqrt(), 0.5 / out)
+REEL_FLOAT_UNARY(rsqrt, RsqrtOp, C(1) / std::sqrt(x), a.rsqrt(), -0.5 * out * out * out)
+REEL_FLOAT_UNARY(sin, SinOp, std::sin(x), a.sin(), cos(x))
+REEL_FLOAT_UNARY(cos, CosOp, std::cos(x), a.cos(), -sin(x))
+REEL_FLOAT_UNARY(tan, TanOp, std::tan(x), a.tan(), 1 + square(out))
+REEL_FLOAT_UNARY(tanh, TanhOp, std::tanh(x), a.tanh(), 1 - square(out))
+REEL_FLOAT_UNARY(sigmoid, SigmoidOp, C(1) / (C(1) + std::exp(-x)), a.logistic(), out * (1 - out))
+REEL_FLOAT_UNARY(reciprocal, ReciprocalOp, C(1) / x, a.inverse(), -square(out))
+#undef REEL_FLOAT_UNARY
+
+// ================================================================== same-type unary
+struct SquareOp : SameTypeRule {
+  template <class C> C apply(C x) const { return x * x; }
+  template <class C, class A> auto vec(const A& a) const { return a.square(); }
+  template <class O, class X> auto d0(const O&, const X& x) const { return 2 * x; }
+};
+struct ReluOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  template <class C> C apply(C x) const {
+    REEL_REQUIRE_ORDERED(C, "relu");
+    return x > C(0) ? x : (detail::is_nan(x) ? x : C(0));
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const { return cast<detail::value_t<X>>(gt(x, 0)); }
+};
+struct AbsOp : ToRealRule {
+  static constexpr bool holomorphic = false;
+  template <class C> auto apply(C x) const {
+    if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>)
+      return x;
+    else
+      return std::abs(x);
+  }
+  template <class C, class A>
+    requires(std::is_signed_v<C> || is_complex_v<C>)
+  auto vec(const A& a) const { return a.abs(); }
+  template <class O, class X> auto d0(const O&, const X& x) const { return sgn(x); }
+};
+// sign for real numbers; sgn(z) = z / |z| (0 at 0) extends it to complex numbers.
+struct SignOp : SameTypeRule {
+  static constexpr bool differentiable = false;
+  template <class C> C apply(C x) const {
+    if constexpr (is_complex_v<C>) {
+      auto m = std::abs(x);
+      return m == 0 ? C(0) : x / m;
+    } else if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) {
+      return C(x != C(0));
+    } else {
+      return detail::is_nan(x) ? x : C((C(0) < x) - (x < C(0)));
+    }
+  }
+  template <class O, class X> auto d0(const O&, const X&) const { return 0; }
+};
+#define REEL_ROUNDING(STRUCT, NAME, FN, VEC)                                                       \
+  struct STRUCT : SameTypeRule {                                                                   \
+    static constexpr bool differentiable = false;                                                  \
+    static constexpr bool requires_order = true;                                                   \
+    template <class C> C apply(C x) const {                                                        \
+      REEL_REQUIRE_ORDERED(C, NAME);                                                               \
+      if constexpr (std::is_floating_point_v<C>)                                                   \
+        return FN(x);                                                                              \
+      else                                                                                         \
+        return x;                                                                                  \
+    }                                                                                              \
+    template <class C, class A>                                                                    \
+      requires detail::vec_float_v<C>                                                              \
+    auto vec(const A& a) const { return VEC; }                                                     \
+    template <class O, class X> auto d0(const O&, const X&) const { return 0; }                    \
+  };
+REEL_ROUNDING(FloorOp, "floor", std::floor, a.floor())
+REEL_ROUNDING(CeilOp, "ceil", std::ceil, a.ceil())
+REEL_ROUNDING(RoundOp, "round", std::nearbyint, a.rint())  // half to even, as torch.round
+#undef REEL_ROUNDING
+
+// ================================================================== complex parts
+struct RealOp : ToRealRule {
+  static constexpr bool holomorphic = false;
+  template <class C> auto apply(C x) const { return std::real(x); }
+  template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+};
+struct ImagOp : ToRealRule {
+  static constexpr bool holomorphic = false;
+  template <class C> auto apply(C x) const {
+    static_assert(is_complex_v<C>, "reel::imag: imag is not implemented for tensors with non-complex dtypes");
+    return std::imag(x);
+  }
+  template <class O, class X> auto d0(const O&, const X&) const { return 0; }
+};
+struct ConjOp : SameTypeRule {
+  static constexpr bool holomorphic = false;
+  template <class C> C apply(C x) const {
+    if constexpr (is_complex_v<C>)
+      return std::conj(x);
+    else
+      return x;
+  }
+  template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+};
+struct AngleOp {
+  static constexpr bool holomorphic = false;
+  template <class A> using result = to_float_t<real_t<A>>;
+  template <class A> using compute = compute_t<std::conditional_t<is_complex_v<A>, A, to_float_t<A>>>;
+  template <class C> auto apply(C x) const {
+    if constexpr (is_complex_v<C>) {
+      return std::arg(x);
+    } else {
+      return detail::is_nan(x) ? x : (x < C(0) ? C(M_PI) : C(0));
+    }
+  }
+  template <class O, class X> auto d0(const O&, const X&) const { return 0; }
+};
+
+// ================================================================== min / max family
+// maximum/minimum propagate NaN; fmax/fmin ignore it (NaN only when both are NaN).
+// Gradient: to the larger (smaller) input, split in half on ties; fmax/fmin send it all to
+// the non-NaN input, and to the first input when both are NaN.
+struct MaximumOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  template <class C> C apply(C a, C b) const {
+    REEL_REQUIRE_ORDERED(C, "maximum");
+    if (detail::is_nan(a)) return a;
+    if (detail::is_nan(b)) return b;
+    return a < b ? b : a;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_float_v<C>
+  auto vec(const A& a, const B& b) const { return a.binaryExpr(b, Eigen::internal::scalar_max_op<C, C, Eigen::PropagateNaN>()); }
+  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
+    return where(gt(a, b), 1.0, where(eq(a, b), 0.5, 0.0));
+  }
+  template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
+    return where(lt(a, b), 1.0, where(eq(a, b), 0.5, 0.0));
+  }
+};
+struct MinimumOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  template <class C> C apply(C a, C b) const {
+    REEL_REQUIRE_ORDERED(C, "minimum");
+    if (detail::is_nan(a)) return a;
+    if (detail::is_nan(b)) return b;
+    return b < a ? b : a;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_float_v<C>
+  auto vec(const A& a, const B& b) const { return a.binaryExpr(b, Eigen::internal::scalar_min_op<C, C, Eigen::PropagateNaN>()); }
+  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
+    return where(lt(a, b), 1.0, where(eq(a, b), 0.5, 0.0));
+  }
+  template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
+    return where(gt(a, b), 1.0, where(eq(a, b), 0.5, 0.0));
+  }
+};
+struct FmaxOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  template <class C> C apply(C a, C b) const {
+    REEL_REQUIRE_ORDERED(C, "fmax");
+    if (detail::is_nan(a)) return b;
+    if (detail::is_nan(b)) return a;
+    return a < b ? b : a;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_float_v<C>
+  auto vec(const A& a, const B& b) const {
+    return a.binaryExpr(b, Eigen::internal::scalar_max_op<C, C, Eigen::PropagateNumbers>());
+  }
+  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
+    return where(isnan(b), 1.0, where(isnan(a), 0.0, where(gt(a, b), 1.0, where(eq(a, b), 0.5, 0.0))));
+  }
+  template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
+    return where(isnan(b), 0.0, where(isnan(a), 1.0, where(lt(a, b), 1.0, where(eq(a, b), 0.5, 0.0))));
+  }
+};
+struct FminOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  template <class C> C apply(C a, C b) const {
+    REEL_REQUIRE_ORDERED(C, "fmin");
+    if (detail::is_nan(a)) return b;
+    if (detail::is_nan(b)) return a;
+    return b < a ? b : a;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_float_v<C>
+  auto vec(const A& a, const B& b) const {
+    return a.binaryExpr(b, Eigen::internal::scalar_min_op<C, C, Eigen::PropagateNumbers>());
+  }
+  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
+    return where(isnan(b), 1.0, where(isnan(a), 0.0, where(lt(a, b), 1.0, where(eq(a, b), 0.5, 0.0))));
+  }
+  template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
+    return where(isnan(b), 0.0, where(isnan(a), 1.0, where(gt(a, b), 1.0, where(eq(a, b), 0.5, 0.0))));
+  }
+};
+
+// A clamp bound given as a C++ number, kept exactly (int64, uint64 or double) until it is
+// saturated into the tensor's type: an out-of-range bound never wraps and never throws.
+struct Bound {
+  enum Kind { None, Signed, Unsigned, Floating } kind = None;
+  int64_t i = 0;
+  uint64_t u = 0;
+  double d = 0;
+  Bound() = default;
+  Bound(std::nullopt_t) {}
+  template <class S>
+    requires(std::is_integral_v<S> && std::is_signed_v<S>)
+  Bound(S v) : kind(Signed), i(v) {}
+  template <class S>
+    requires(std::is_integral_v<S> && !std::is_signed_v<S>)
+  Bound(S v) : kind(Unsigned), u(v) {}
+  template <class S>
+    requires std::is_floating_point_v<S>
+  Bound(S v) : kind(Floating), d(static_cast<double>(v)) {}
+  template <class S>
+  Bound(const std::optional<S>& o) {
+    if (o) *this = Bound(*o);
+  }
+  bool has_value() const { return kind != None; }
+
+  // The bound in type T, saturated to T's range. For integer T a fractional lower bound
+  // rounds up and an upper bound rounds down, so clamping stays exact in T.
+  template <class T>
+  T saturate(bool is_lower, const char* fn) const {
+    if constexpr (std::is_integral_v<T>) {
+      using L = std::numeric_limits<T>;
+      if (kind == Signed) {
+        if (std::cmp_less(i, L::lowest())) return L::lowest();
+        if (std::cmp_greater(i, L::max())) return L::max();
+        return static_cast<T>(i);
+      }
+      if (kind == Unsigned) {
+        if (std::cmp_greater(u, L::max())) return L::max();
+        return static_cast<T>(u);
+      }
+      REEL_CHECK(!std::isnan(d), value_error, fn, ": a NaN bound cannot be applied to an integer tensor");
+      double v = is_lower ? std::ceil(d) : std::floor(d);
+      if (v <= static_cast<double>(L::lowest())) return L::lowest();
+      if (v >= static_cast<double>(L::max())) return L::max();  // 2^64 for uint64: saturates
+      return static_cast<T>(v);
+    } else {
+      if (kind == Signed) return static_cast<T>(i);
+      if (kind == Unsigned) return static_cast<T>(u);
+      return static_cast<T>(d);
+    }
+  }
+};
+
+template <class T>
+struct ClampOp : SameTypeRule {
+  using C0 = compute_t<T>;
+  bool has_lo = false, has_hi = false;
+  C0 lo{}, hi{};
+  ClampOp(const Bound& l, const Bound& h, const char* fn) : has_lo(l.has_value()), has_hi(h.has_value()) {
+    REEL_REQUIRE_ORDERED(T, "clamp");
+    REEL_CHECK(has_lo || has_hi, value_error, fn, ": at least one of 'min' or 'max' must not be None");
+    using S = std::conditional_t<std::is_same_v<T, bool>, uint8_t, C0>;
+    if (has_lo) lo = static_cast<C0>(l.template saturate<S>(true, fn));
+    if (has_hi) hi = static_cast<C0>(h.template saturate<S>(false, fn));
+  }
+  template <class C> C apply(C x) const {
+    if (detail::is_nan(x)) return x;
+    if (has_lo && !(x >= C(lo))) x = C(lo);  // a NaN bound yields NaN
+    if (has_hi && !(x <= C(hi))) x = C(hi);
+    return x;
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    using V = detail::value_t<X>;
+    auto lo_ok = has_lo ? Bound(static_cast<double>(lo)) : Bound(-std::numeric_limits<double>::infinity());
+    auto hi_ok = has_hi ? Bound(static_cast<double>(hi)) : Bound(std::numeric_limits<double>::infinity());
+    return cast<V>(logical_and(ge(x, lo_ok.d), le(x, hi_ok.d)));
+  }
+};
+
+// ================================================================== selection and cleanup
+struct WhereOp : SameTypeRule {
+  template <class C> C apply(C c, C a, C b) const { return c != C(0) ? a : b; }
+  template <class O, class Cd, class A, class B> auto d0(const O&, const Cd&, const A&, const B&) const { return 0; }
+  template <class O, class Cd, class A, class B> auto d1(const O&, const Cd& c, const A&, const B&) const {
+    return cast<detail::value_t<O>>(c);
+  }
+  template <class O, class Cd, class A, class B> auto d2(const O&, const Cd& c, const A&, const B&) const {
+    return cast<detail::value_t<O>>(logical_not(c));
+  }
+};
+// Returns its second operand; used to write a scalar into a strided destination.
+struct SecondOp : SameTypeRule {
+  template <class C> C apply(C, C b) const { return b; }
+};
+template <class U>
+struct CastOp {
+  template <class A> using result = U;
+  template <class A> using compute = compute_t<A>;
+  template <class C> auto apply(C x) const { return convert<compute_t<U>>(x); }
+  template <class C, class A>
+    requires(!is_fp8_v<U> && !is_complex_v<C>)
+  auto vec(const A& a) const { return a.template cast<compute_t<U>>(); }
+  template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+};
+template <class T>
+struct NanToNumOp : SameTypeRule {
+  using R = real_t<compute_t<T>>;
+  R nan, posinf, neginf;
+  template <class C> C apply(C x) const {
+    if constexpr (is_complex_v<C>) {
+      return C(fix(x.real()), fix(x.imag()));
+    } else if constexpr (std::is_floating_point_v<C>) {
+      return fix(x);
+    } else {
+      return x;
+    }
+  }
+  template <class V> V fix(V v) const {
+    if (std::isnan(v)) return V(nan);
+    if (std::isinf(v)) return v > 0 ? V(posinf) : V(neginf);
+    return v;
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const { return cast<detail::value_t<X>>(isfinite(x)); }
+};
+
+// ================================================================== predicates
+#define REEL_COMPARE(STRUCT, NAME, OPR, ORDERED)                                                   \
+  struct STRUCT : PredicateRule {                                                                  \
+    static constexpr bool differentiable = false;                                                  \
+    template <class C> bool apply(C a, C b) const {                                                \
+      if constexpr (ORDERED) REEL_REQUIRE_ORDERED(C, NAME);                                        \
+      return a OPR b;                                                                              \
+    }                                                                                              \
+    template <class C, class A, class B>                                                           \
+      requires(!is_complex_v<C>)                                                                   \
+    auto vec(const A& a, const B& b) const { return a OPR b; }                                     \
+  };
+REEL_COMPARE(EqOp, "eq", ==, false)
+REEL_COMPARE(NeOp, "ne", !=, false)
+REEL_COMPARE(LtOp, "lt", <, true)
+REEL_COMPARE(LeOp, "le", <=, true)
+REEL_COMPARE(GtOp, "gt", >, true)
+REEL_COMPARE(GeOp, "ge", >=, true)
+#undef REEL_COMPARE
+
+struct LogicalAndOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> bool apply(C a, C b) const { return a != C(0) && b != C(0); }
+};
+struct LogicalOrOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> bool apply(C a, C b) const { return a != C(0) || b != C(0); }
+};
+struct LogicalNotOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> bool apply(C a) const { return a == C(0); }
+};
+struct IsNanOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> bool apply(C x) const { return detail::is_nan(x); }
+};
+struct IsInfOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> bool apply(C x) const {
+    if constexpr (is_complex_v<C>)
+      return std::isinf(x.real()) || std::isinf(x.imag());
+    else if constexpr (std::is_floating_point_v<C>)
+      return std::isinf(x);
+    else
+      return false;
+  }
+};
+struct IsFiniteOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> bool apply(C x) const {
+    if constexpr (is_complex_v<C>)
+      return std::isfinite(x.real()) && std::isfinite(x.imag());
+    else if constexpr (std::is_floating_point_v<C>)
+      return std::isfinite(x);
+    else
+      return true;
+  }
+};
+
+// ================================================================== the public functions
+template <class A, class B> concept BinaryOperands =
+    (TensorLike<A> || TensorLike<B>) && (TensorLike<A> || is_cpp_scalar_v<A>) && (TensorLike<B> || is_cpp_scalar_v<B>);
+
+#define REEL_DEFINE_UNARY(NAME, OP) \
+  template <TensorLike X> auto NAME(const X& x) { return make_expr(OP{}, x); }
+#define REEL_DEFINE_BINARY(NAME, OP) \
+  template <class A, class B> requires BinaryOperands<A, B> auto NAME(const A& a, const B& b) { return make_expr(OP{}, a, b); }
+
+REEL_DEFINE_UNARY(neg, NegOp)
+REEL_DEFINE_UNARY(exp, ExpOp)
+REEL_DEFINE_UNARY(log, LogOp)
+REEL_DEFINE_UNARY(log1p, Log1pOp)
+REEL_DEFINE_UNARY(expm1, Expm1Op)
+REEL_DEFINE_UNARY(sqrt, SqrtOp)
+REEL_DEFINE_UNARY(rsqrt, RsqrtOp)
+REEL_DEFINE_UNARY(sin, SinOp)
+REEL_DEFINE_UNARY(cos, CosOp)
+REEL_DEFINE_UNARY(tan, TanOp)
+REEL_DEFINE_UNARY(tanh, TanhOp)
+REEL_DEFINE_UNARY(sigmoid, SigmoidOp)
+REEL_DEFINE_UNARY(reciprocal, ReciprocalOp)
+REEL_DEFINE_UNARY(square, SquareOp)
+REEL_DEFINE_UNARY(relu, ReluOp)
+REEL_DEFINE_UNARY(abs, AbsOp)
+REEL_DEFINE_UNARY(sgn, SignOp)
+REEL_DEFINE_UNARY(floor, FloorOp)
+REEL_DEFINE_UNARY(ceil, CeilOp)
+REEL_DEFINE_UNARY(round, RoundOp)
+REEL_DEFINE_UNARY(real, RealOp)
+REEL_DEFINE_UNARY(imag, ImagOp)
+REEL_DEFINE_UNARY(conj, ConjOp)
+REEL_DEFINE_UNARY(angle, AngleOp)
+REEL_DEFINE_UNARY(isnan, IsNanOp)
+REEL_DEFINE_UNARY(isinf, IsInfOp)
+REEL_DEFINE_UNARY(isfinite, IsFiniteOp)
+REEL_DEFINE_UNARY(logical_not, LogicalNotOp)
+REEL_DEFINE_BINARY(add, AddOp)
+REEL_DEFINE_BINARY(sub, SubOp)
+REEL_DEFINE_BINARY(mul, MulOp)
+REEL_DEFINE_BINARY(div, DivOp)
+REEL_DEFINE_BINARY(pow, PowOp)
+REEL_DEFINE_BINARY(maximum, MaximumOp)
+REEL_DEFINE_BINARY(minimum, MinimumOp)
+REEL_DEFINE_BINARY(fmax, FmaxOp)
+REEL_DEFINE_BINARY(fmin, FminOp)
+REEL_DEFINE_BINARY(eq, EqOp)
+REEL_DEFINE_BINARY(ne, NeOp)
+REEL_DEFINE_BINARY(lt, LtOp)
+REEL_DEFINE_BINARY(le, LeOp)
+REEL_DEFINE_BINARY(gt, GtOp)
+REEL_DEFINE_BINARY(ge, GeOp)
+REEL_DEFINE_BINARY(logical_and, LogicalAndOp)
+REEL_DEFINE_BINARY(logical_or, LogicalOrOp)
+
+// sign is the real-valued function; complex tensors use sgn (as in PyTorch).
+template <TensorLike X>
+auto sign(const X& x) {
+  static_assert(!is_complex_v<detail::value_t<X>>,
+                "reel::sign: sign is not defined for complex tensors; use sgn (z / |z|) instead");
+  return make_expr(SignOp{}, x);
+}
+
+template <class U, TensorLike X>
+auto cast(const X& x) {
+  return make_expr(CastOp<U>{}, x);
+}
+// For derivative rules written generically: a number stays a number.
+template <class U, class S>
+  requires is_cpp_scalar_v<S>
+auto cast(const S& s) {
+  return convert<U>(s);
+}
+
+template <class Cd, class A, class B>
+  requires(TensorLike<Cd> && (TensorLike<A> || is_cpp_scalar_v<A>) && (TensorLike<B> || is_cpp_scalar_v<B>))
+auto where(const Cd& cond, const A& a, const B& b) {
+  static_assert(std::is_same_v<detail::value_t<Cd>, bool>, "reel::where: the condition must be a bool tensor");
+  return make_expr(WhereOp{}, cond, a, b);
+}
+
+template <TensorLike X>
+auto clamp(const X& x, Bound min, Bound max) {
+  using T = detail::value_t<X>;
+  return make_expr(ClampOp<T>(min, max, "clamp"), x);
+}
+template <TensorLike X> auto clamp_min(const X& x, Bound min) { return make_expr(ClampOp<detail::value_t<X>>(min, {}, "clamp_min"), x); }
+template <TensorLike X> auto clamp_max(const X& x, Bound max) { return make_expr(ClampOp<detail::value_t<X>>({}, max, "clamp_max"), x); }
+
+template <TensorLike X>
+auto nan_to_num(const X& x, double nan = 0.0, std::optional<double> posinf = {}, std::optional<double> neginf = {}) {
+  using T = detail::value_t<X>;
+  using R = real_t<compute_t<T>>;
+  using L = std::numeric_limits<real_t<T>>;
+  NanToNumOp<T> op;
+  op.nan = static_cast<R>(nan);
+  op.posinf = posinf ? static_cast<R>(*posinf) : static_cast<R>(static_cast<double>(L::max()));
+  op.neginf = neginf ? static_cast<R>(*neginf) : static_cast<R>(static_cast<double>(L::lowest()));
+  return make_expr(op, x);
+}
+
+template <class A, class B> requires BinaryOperands<A, B> auto operator+(const A& a, const B& b) { return add(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator-(const A& a, const B& b) { return sub(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator*(const A& a, const B& b) { return mul(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator/(const A& a, const B& b) { return div(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator<(const A& a, const B& b) { return lt(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator<=(const A& a, const B& b) { return le(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator>(const A& a, const B& b) { return gt(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator>=(const A& a, const B& b) { return ge(a, b); }
+template <TensorLike X> auto operator-(const X& x) { return neg(x); }
+
+// In-place forms: x.op_() for every unary op writes into x's storage.
+#define REEL_INPLACE(NAME) \
+  template <class T, class D> Tensor<T, D> NAME##_(Tensor<T, D> x) { return x.copy_(NAME(x)); }
+REEL_INPLACE(neg) REEL_INPLACE(exp) REEL_INPLACE(log) REEL_INPLACE(log1p) REEL_INPLACE(expm1)
+REEL_INPLACE(sqrt) REEL_INPLACE(rsqrt) REEL_INPLACE(sin) REEL_INPLACE(cos) REEL_INPLACE(tan)
+REEL_INPLACE(tanh) REEL_INPLACE(sigmoid) REEL_INPLACE(reciprocal) REEL_INPLACE(square)
+REEL_INPLACE(relu) REEL_INPLACE(abs) REEL_INPLACE(floor) REEL_INPLACE(ceil) REEL_INPLACE(round)
+#undef REEL_INPLACE
+template <class T, class D> Tensor<T, D> clamp_(Tensor<T, D> x, Bound min, Bound max) { return x.copy_(clamp(x, min, max)); }
+
+}  // namespace reel

@@ -1,0 +1,26 @@
+#pragma once
+#include <memory>
+
+#include "dtype.hpp"
+#include "shape.hpp"
+#include "storage.hpp"
+
+namespace reel::detail {
+
+// Autograd attaches its per-tensor state here (next layer up); the core only carries it.
+struct AutogradMetaBase {
+  virtual ~AutogradMetaBase() = default;
+};
+
+// Untyped so that Tensor<T, D> and AnyTensor share one representation: converting between
+// them is a checked re-wrap, never a copy.
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes, strides;
+  int64_t offset = 0;  // in elements
+  ScalarType dtype = ScalarType::Float;
+  DeviceType device = DeviceType::CPU;
+  std::shared_ptr<AutogradMetaBase> autograd;
+};
+
+}  // namespace reel::detail

@@ -1,0 +1,123 @@
+#pragma once
+// matmul and friends through Eigen's GEMM. Operands are mapped in place (any strides);
+// reduced floats are multiplied in float and rounded once, as PyTorch does on the CPU.
+#include "reductions.hpp"
+
+namespace reel {
+
+namespace detail {
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using StridedMap = Eigen::Map<const RowMat<T>, 0, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
+
+template <class T>
+StridedMap<T> map2d(const T* p, int64_t r, int64_t c, int64_t sr, int64_t sc) {
+  return StridedMap<T>(p, r, c, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>(sr, sc));
+}
+
+template <class T, class D>
+void check_matmul_types() {
+  static_assert(!std::is_same_v<T, bool>, "reel::matmul: not implemented for bool tensors");
+  static_assert(!is_fp8_v<T>, "reel::matmul: float8 tensors multiply through scaled_mm");
+  static_assert(!std::is_same_v<D, CUDA>, "reel::matmul: CUDA matmul needs <cuda.hpp>");
+}
+
+// out[b] = a[b] @ c[b] for 3-d operands whose batch dims already agree.
+template <class T, class D>
+Tensor<T, D> bmm_impl(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  int64_t B = a.size(0), n = a.size(1), k = a.size(2), m = b.size(2);
+  auto out = empty<T, D>({B, n, m});
+  if constexpr (!std::is_same_v<D, Meta>) {
+    if (out.numel() == 0) return out;
+    if (k == 0) {
+      out.zero_();
+      return out;
+    }
+    auto run = [&](int64_t i) {
+      Eigen::Map<RowMat<T>> o(out.data_ptr() + i * n * m, n, m);
+      if constexpr (is_reduced_float_v<T>) {
+        RowMat<float> af = map2d(a.data_ptr() + i * a.stride(0), n, k, a.stride(1), a.stride(2)).template cast<float>();
+        RowMat<float> bf = map2d(b.data_ptr() + i * b.stride(0), k, m, b.stride(1), b.stride(2)).template cast<float>();
+        o = (af * bf).template cast<T>();
+      } else {
+        o.noalias() = map2d(a.data_ptr() + i * a.stride(0), n, k, a.stride(1), a.stride(2)) *
+                      map2d(b.data_ptr() + i * b.stride(0), k, m, b.stride(1), b.stride(2));
+      }
+    };
+    // Many small products: one per thread; few large ones: Eigen parallelizes inside.
+    if (B > 1 && n * m * k < (int64_t(1) << 18))
+      parallel_range(B, [&](int64_t s, int64_t e) { for (int64_t i = s; i < e; ++i) run(i); }, 1);
+    else
+      for (int64_t i = 0; i < B; ++i) run(i);
+  }
+  return out;
+}
+}  // namespace detail
+
+template <class T, class D>
+Tensor<T, D> mm(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  detail::check_matmul_types<T, D>();
+  REEL_CHECK(a.dim() == 2 && b.dim() == 2, value_error, "mm: expected 2-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+  REEL_CHECK(a.size(1) == b.size(0), value_error, "mm: shapes ", a.sizes(), " and ", b.sizes(),
+             " cannot be multiplied (", a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  return detail::bmm_impl(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
+}
+template <class T, class D>
+Tensor<T, D> bmm(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  detail::check_matmul_types<T, D>();
+  REEL_CHECK(a.dim() == 3 && b.dim() == 3, value_error, "bmm: expected 3-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+  REEL_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), value_error, "bmm: shapes ", a.sizes(), " and ", b.sizes(),
+             " cannot be multiplied");
+  return detail::bmm_impl(a, b);
+}
+template <class T, class D>
+Tensor<T, D> dot(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  REEL_CHECK(a.dim() == 1 && b.dim() == 1, value_error, "dot: expected 1-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+  REEL_CHECK(a.size(0) == b.size(0), value_error, "dot: inconsistent tensor sizes ", a.sizes(), " and ", b.sizes());
+  return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+}
+template <class T, class D>
+Tensor<T, D> outer(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  REEL_CHECK(a.dim() == 1 && b.dim() == 1, value_error, "outer: expected 1-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+  return Tensor<T, D>(a.unsqueeze(1) * b.unsqueeze(0));
+}
+template <class T, class D>
+Tensor<T, D> mv(const Tensor<T, D>& a, const Tensor<T, D>& v) {
+  REEL_CHECK(a.dim() == 2 && v.dim() == 1, value_error, "mv: expected a 2-D and a 1-D tensor, got shapes ", a.sizes(), " and ", v.sizes());
+  return mm(a, v.unsqueeze(1)).squeeze(1);
+}
+
+// torch.matmul: 1-d operands are promoted to matrices and the added dim removed after;
+// batch dims broadcast.
+template <class T, class D>
+Tensor<T, D> matmul(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  detail::check_matmul_types<T, D>();
+  REEL_CHECK(a.dim() >= 1 && b.dim() >= 1, value_error, "matmul: both arguments need at least 1 dimension, got shapes ",
+             a.sizes(), " and ", b.sizes());
+  if (a.dim() == 1 && b.dim() == 1) return dot(a, b);
+  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+  if (a.dim() == 2 && b.dim() == 1) return mv(a, b);
+  auto A = a.dim() == 1 ? a.unsqueeze(0) : a;
+  auto B = b.dim() == 1 ? b.unsqueeze(1) : b;
+  int64_t n = A.size(-2), k = A.size(-1), k2 = B.size(-2), m = B.size(-1);
+  REEL_CHECK(k == k2, value_error, "matmul: shapes ", a.sizes(), " and ", b.sizes(), " cannot be multiplied (", n, "x", k,
+             " and ", k2, "x", m, ")");
+  Shape ba(A.sizes().begin(), A.sizes().end() - 2), bb(B.sizes().begin(), B.sizes().end() - 2);
+  Shape batch = detail::broadcast_shapes(ba, bb);
+  int64_t nb = detail::numel_of(batch);
+  Shape ea = batch, eb = batch;
+  ea.push_back(n);
+  ea.push_back(k);
+  eb.push_back(k);
+  eb.push_back(m);
+  auto A3 = A.expand(ea).reshape({nb, n, k});
+  auto B3 = B.expand(eb).reshape({nb, k, m});
+  auto out = detail::bmm_impl(A3, B3);
+  Shape os = batch;
+  if (a.dim() > 1) os.push_back(n);
+  if (b.dim() > 1) os.push_back(m);
+  return out.reshape(os);
+}
+
+}  // namespace reel

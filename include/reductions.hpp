@@ -1,0 +1,548 @@
+#pragma once
+// Reductions, scans, sorting and histograms. A reduction over any set of dims is done by
+// permuting the reduced dims to the end, so every output element reduces one contiguous
+// run; runs are reduced with Eigen (vectorized) and split between threads.
+#include <algorithm>
+#include <numeric>
+
+#include "factories.hpp"
+
+namespace reel {
+
+namespace detail {
+
+// sum/prod of integers and bools accumulate and return int64, as in PyTorch.
+template <class T> using sum_t = std::conditional_t<(category_v<T> <= 1), int64_t, T>;
+
+struct ReducePlan {
+  Shape out_keep;  // output shape with keepdim
+  Shape out;       // output shape as requested
+  int64_t outer = 1, inner = 1;
+  Shape perm;
+};
+
+inline ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, const char* fn) {
+  int64_t nd = sizes.size();
+  std::vector<bool> red(std::max<int64_t>(nd, 1), false);
+  if (dims.empty()) {
+    std::fill(red.begin(), red.end(), true);
+  } else {
+    for (int64_t d : dims) {
+      int64_t w = wrap_dim(d, nd, fn);
+      REEL_CHECK(!red[w], value_error, fn, ": dim ", d, " appears multiple times in the list of dims");
+      red[w] = true;
+    }
+  }
+  ReducePlan p;
+  for (int64_t i = 0; i < nd; ++i)
+    if (!red[i]) {
+      p.perm.push_back(i);
+      p.outer *= sizes[i];
+    }
+  for (int64_t i = 0; i < nd; ++i)
+    if (red[i]) {
+      p.perm.push_back(i);
+      p.inner *= sizes[i];
+    }
+  for (int64_t i = 0; i < nd; ++i) {
+    p.out_keep.push_back(red[i] ? 1 : sizes[i]);
+    if (!red[i] || keepdim) p.out.push_back(red[i] ? 1 : sizes[i]);
+  }
+  return p;
+}
+
+// Applies `f(const T* run, int64_t len) -> R` to every reduced run of x.
+template <class R, class T, class D, class F>
+Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const char* fn, F&& f) {
+  auto p = plan_reduce(x.sizes(), std::move(dims), keepdim, fn);
+  auto out = empty<R, D>(p.out);
+  if constexpr (!std::is_same_v<D, Meta>) {
+    auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
+    const T* src = xp.data_ptr();
+    R* dst = out.data_ptr();
+    const int64_t inner = p.inner;
+    if (p.outer == 1) {
+      dst[0] = f(src, inner);
+    } else {
+      parallel_range(p.outer, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) dst[i] = f(src + i * inner, inner);
+      }, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(inner, 1)));
+    }
+  }
+  return out;
+}
+
+template <class T>
+auto eigen_run(const T* p, int64_t n) {
+  Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> m(p, n);
+  if constexpr (is_reduced_float_v<T>)
+    return m.template cast<float>();
+  else
+    return m;
+}
+
+// Sum of one contiguous run: blocks of 1024 summed by Eigen, block sums accumulated in
+// double for float input (cheap, and much more accurate than one long float chain). Long
+// runs are split between threads.
+template <class A, class T>
+A sum_run(const T* p, int64_t n) {
+  constexpr int64_t kBlock = 1024;
+  using Acc = std::conditional_t<std::is_same_v<compute_t<T>, float>, double,
+              std::conditional_t<std::is_same_v<compute_t<T>, std::complex<float>>, std::complex<double>, A>>;
+  auto block_sum = [&](int64_t b, int64_t e) {
+    Acc acc{};
+    for (int64_t i = b; i < e; i += kBlock) {
+      int64_t len = std::min(kBlock, e - i);
+      if constexpr (std::is_same_v<T, bool>)
+        acc += static_cast<Acc>(std::count(p + i, p + i + len, true));
+      else if constexpr (std::is_integral_v<T>)
+        acc += static_cast<Acc>(eigen_run(p + i, len).template cast<int64_t>().sum());
+      else
+        acc += static_cast<Acc>(eigen_run(p + i, len).sum());
+    }
+    return acc;
+  };
+  int nt = num_threads_for(n);
+  if (nt <= 1) return convert<A>(block_sum(0, n));
+  std::vector<Acc> part(nt, Acc{});
+  parallel_range(n, [&](int64_t b, int64_t e) {
+#ifdef _OPENMP
+    part[omp_get_thread_num()] = block_sum(b, e);
+#else
+    part[0] = block_sum(b, e);
+#endif
+  });
+  Acc acc{};
+  for (auto& v : part) acc += v;
+  return convert<A>(acc);
+}
+
+template <class T>
+bool nan_greater(const T& a, const T& b) {  // strict "a > b" where NaN is the largest value
+  if (is_nan(a)) return !is_nan(b);
+  if (is_nan(b)) return false;
+  return a > b;
+}
+}  // namespace detail
+
+// ------------------------------------------------------------------ sum / mean / prod
+template <TensorLike X>
+auto sum(const X& xe, Shape dims = {}, bool keepdim = false) {
+  auto x = detail::materialize(xe);
+  using T = detail::value_t<X>;
+  using R = detail::sum_t<T>;
+  return detail::reduce_runs<R>(x, std::move(dims), keepdim, "sum",
+                                [](const T* p, int64_t n) { return detail::sum_run<R>(p, n); });
+}
+
+template <TensorLike X>
+auto mean(const X& xe, Shape dims = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  static_assert(is_floating_v<T> || is_complex_v<T>,
+                "reel::mean: could not infer output dtype; the input must be a floating point or complex tensor");
+  auto x = detail::materialize(xe);
+  return detail::reduce_runs<T>(x, std::move(dims), keepdim, "mean", [](const T* p, int64_t n) {
+    using C = compute_t<T>;
+    if (n == 0) return convert<T>(C(std::numeric_limits<real_t<C>>::quiet_NaN()));
+    return convert<T>(detail::sum_run<C>(p, n) / static_cast<real_t<C>>(n));
+  });
+}
+
+template <TensorLike X>
+auto prod(const X& xe, Shape dims = {}, bool keepdim = false) {
+  auto x = detail::materialize(xe);
+  using T = detail::value_t<X>;
+  using R = detail::sum_t<T>;
+  return detail::reduce_runs<R>(x, std::move(dims), keepdim, "prod", [](const T* p, int64_t n) {
+    compute_t<R> acc(1);
+    for (int64_t i = 0; i < n; ++i) acc *= convert<compute_t<R>>(p[i]);
+    return convert<R>(acc);
+  });
+}
+
+// ------------------------------------------------------------------ amax / amin
+namespace detail {
+template <bool Max, class T>
+T extreme_run(const T* p, int64_t n, const char* fn) {
+  REEL_CHECK(n > 0, index_error, fn, ": cannot reduce over a zero-size dimension");
+  if constexpr (std::is_floating_point_v<T>) {
+    auto m = eigen_run(p, n);
+    if constexpr (Max)
+      return m.template maxCoeff<Eigen::PropagateNaN>();
+    else
+      return m.template minCoeff<Eigen::PropagateNaN>();
+  } else {
+    compute_t<T> best = convert<compute_t<T>>(p[0]);
+    for (int64_t i = 1; i < n; ++i) {
+      auto v = convert<compute_t<T>>(p[i]);
+      if (is_nan(best)) break;
+      if (is_nan(v) || (Max ? v > best : v < best)) best = v;
+    }
+    return convert<T>(best);
+  }
+}
+}  // namespace detail
+
+template <TensorLike X>
+auto amax(const X& xe, Shape dims = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "amax");
+  auto x = detail::materialize(xe);
+  return detail::reduce_runs<T>(x, std::move(dims), keepdim, "amax",
+                                [](const T* p, int64_t n) { return detail::extreme_run<true>(p, n, "amax"); });
+}
+template <TensorLike X>
+auto amin(const X& xe, Shape dims = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "amin");
+  auto x = detail::materialize(xe);
+  return detail::reduce_runs<T>(x, std::move(dims), keepdim, "amin",
+                                [](const T* p, int64_t n) { return detail::extreme_run<false>(p, n, "amin"); });
+}
+// max(x) / min(x): the largest / smallest element as a 0-d tensor (NaN if any is NaN).
+template <TensorLike X> auto max(const X& x) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "max");
+  return amax(x);
+}
+template <TensorLike X> auto min(const X& x) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "min");
+  return amin(x);
+}
+
+// ------------------------------------------------------------------ argmax / argmin / max(dim)
+namespace detail {
+template <bool Max, class T>
+int64_t arg_extreme_run(const T* p, int64_t n, const char* fn) {
+  REEL_CHECK(n > 0, index_error, fn, ": cannot reduce over a zero-size dimension");
+  int64_t best = 0;
+  auto bv = convert<compute_t<T>>(p[0]);
+  if (is_nan(bv)) return 0;
+  for (int64_t i = 1; i < n; ++i) {
+    auto v = convert<compute_t<T>>(p[i]);
+    if (is_nan(v)) return i;  // the first NaN wins, as in PyTorch
+    if (Max ? v > bv : v < bv) {
+      bv = v;
+      best = i;
+    }
+  }
+  return best;
+}
+}  // namespace detail
+
+template <TensorLike X>
+Tensor<int64_t, detail::device_t<X>> argmax(const X& xe, std::optional<int64_t> dim = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "argmax");
+  auto x = detail::materialize(xe);
+  if (!dim) x = x.reshape({-1});
+  return detail::reduce_runs<int64_t>(x, dim ? Shape{*dim} : Shape{0}, dim ? keepdim : false, "argmax",
+                                      [](const T* p, int64_t n) { return detail::arg_extreme_run<true>(p, n, "argmax"); });
+}
+template <TensorLike X>
+Tensor<int64_t, detail::device_t<X>> argmin(const X& xe, std::optional<int64_t> dim = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "argmin");
+  auto x = detail::materialize(xe);
+  if (!dim) x = x.reshape({-1});
+  return detail::reduce_runs<int64_t>(x, dim ? Shape{*dim} : Shape{0}, dim ? keepdim : false, "argmin",
+                                      [](const T* p, int64_t n) { return detail::arg_extreme_run<false>(p, n, "argmin"); });
+}
+
+template <class T, class D>
+struct ValuesIndices {
+  Tensor<T, D> values;
+  Tensor<int64_t, D> indices;
+};
+template <TensorLike X>
+auto max(const X& xe, int64_t dim, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "max");
+  auto x = detail::materialize(xe);
+  return ValuesIndices<T, detail::device_t<X>>{amax(x, {dim}, keepdim), argmax(x, dim, keepdim)};
+}
+template <TensorLike X>
+auto min(const X& xe, int64_t dim, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "min");
+  auto x = detail::materialize(xe);
+  return ValuesIndices<T, detail::device_t<X>>{amin(x, {dim}, keepdim), argmin(x, dim, keepdim)};
+}
+
+// ------------------------------------------------------------------ composites
+// log(sum(exp(x))) computed stably around the max; rows that are all -inf give -inf.
+template <TensorLike X>
+auto logsumexp(const X& xe, Shape dims, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  static_assert(is_floating_v<T>, "reel::logsumexp: needs a floating point tensor");
+  auto x = detail::materialize(xe);
+  Tensor<T, detail::device_t<X>> m = amax(x, dims, true);
+  Tensor<T, detail::device_t<X>> ms = where(isinf(m), T(0), m);
+  auto s = sum(exp(x - ms), dims, true);
+  Tensor<T, detail::device_t<X>> r = log(s) + ms;
+  if (keepdim) return r;
+  auto p = detail::plan_reduce(x.sizes(), dims, false, "logsumexp");
+  return r.reshape(p.out);
+}
+template <TensorLike X>
+auto logsumexp(const X& xe, int64_t dim, bool keepdim = false) {
+  return logsumexp(xe, Shape{dim}, keepdim);
+}
+
+// p-norm over all elements (or `dims`); p = inf / -inf give max / min of |x|, p = 0 counts
+// nonzeros.
+template <TensorLike X>
+auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  static_assert(is_floating_v<T> || is_complex_v<T>, "reel::norm: needs a floating point or complex tensor");
+  using R = real_t<T>;
+  auto x = detail::materialize(xe);
+  Tensor<R, detail::device_t<X>> a = abs(x);
+  if (std::isinf(p)) return p > 0 ? amax(a, dims, keepdim) : amin(a, dims, keepdim);
+  if (p == 0) return sum(cast<R>(ne(a, R(0))), dims, keepdim);
+  if (p == 1) return sum(a, dims, keepdim);
+  if (p == 2) return Tensor<R, detail::device_t<X>>(sqrt(sum(square(a), dims, keepdim)));
+  return Tensor<R, detail::device_t<X>>(pow(sum(pow(a, static_cast<R>(p)), dims, keepdim), static_cast<R>(1.0 / p)));
+}
+
+template <class T, class D>
+auto Tensor<T, D>::sum() const {
+  return reel::sum(*this);
+}
+template <class T, class D>
+auto Tensor<T, D>::mean() const {
+  return reel::mean(*this);
+}
+
+// ------------------------------------------------------------------ along one dim
+template <TensorLike X>
+auto cumsum(const X& xe, int64_t dim) {
+  auto x = detail::materialize(xe);
+  using T = detail::value_t<X>;
+  using R = detail::sum_t<T>;
+  using Dv = detail::device_t<X>;
+  int64_t d = detail::wrap_dim(dim, x.dim(), "cumsum");
+  if constexpr (std::is_same_v<Dv, Meta>) {
+    return empty<R, Dv>(x.sizes());
+  } else {
+    auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
+    auto out = empty<R, Dv>(xt.sizes());
+    int64_t len = xt.dim() ? xt.size(-1) : 1, lines = len ? xt.numel() / len : 0;
+    const T* s = xt.data_ptr();
+    R* o = out.data_ptr();
+    detail::parallel_range(lines, [&](int64_t b, int64_t e) {
+      for (int64_t l = b; l < e; ++l) {
+        compute_t<R> acc{};
+        for (int64_t i = 0; i < len; ++i) {
+          acc += convert<compute_t<R>>(s[l * len + i]);
+          o[l * len + i] = convert<R>(acc);
+        }
+      }
+    }, 64);
+    if (x.dim() == 0) return out.reshape({});
+    return out.transpose(d, -1).contiguous();
+  }
+}
+
+// sort along dim: stable; NaN sorts as the largest value (last ascending, first descending).
+template <TensorLike X>
+auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "sort");
+  using Dv = detail::device_t<X>;
+  auto x = detail::materialize(xe);
+  int64_t d = detail::wrap_dim(dim, x.dim(), "sort");
+  auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
+  auto vals = empty<T, Dv>(xt.sizes());
+  auto idx = empty<int64_t, Dv>(xt.sizes());
+  if constexpr (!std::is_same_v<Dv, Meta>) {
+    int64_t len = xt.size(-1), lines = len ? xt.numel() / len : 0;
+    const T* s = xt.data_ptr();
+    T* vo = vals.data_ptr();
+    int64_t* io = idx.data_ptr();
+    detail::parallel_range(lines, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> perm(len);
+      for (int64_t l = b; l < e; ++l) {
+        const T* line = s + l * len;
+        std::iota(perm.begin(), perm.end(), 0);
+        std::stable_sort(perm.begin(), perm.end(), [&](int64_t i, int64_t j) {
+          return descending ? detail::nan_greater(line[i], line[j]) : detail::nan_greater(line[j], line[i]);
+        });
+        for (int64_t i = 0; i < len; ++i) {
+          vo[l * len + i] = line[perm[i]];
+          io[l * len + i] = perm[i];
+        }
+      }
+    }, 16);
+  }
+  if (x.dim() == 0) return ValuesIndices<T, Dv>{vals.reshape({}), idx.reshape({})};
+  return ValuesIndices<T, Dv>{vals.transpose(d, -1).contiguous(), idx.transpose(d, -1).contiguous()};
+}
+
+// The k largest (or smallest) along dim, sorted.
+template <TensorLike X>
+auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "topk");
+  using Dv = detail::device_t<X>;
+  (void)sorted;  // always sorted: the cheapest order to produce here, and the least surprising
+  auto x = detail::materialize(xe);
+  int64_t d = detail::wrap_dim(dim, x.dim(), "topk");
+  int64_t n = x.dim() ? x.size(d) : 1;
+  REEL_CHECK(k >= 0 && k <= n, index_error, "topk: k (", k, ") is out of range for dimension ", d, " of size ", n);
+  auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
+  Shape os = xt.sizes();
+  os.back() = k;
+  auto vals = empty<T, Dv>(os);
+  auto idx = empty<int64_t, Dv>(os);
+  if constexpr (!std::is_same_v<Dv, Meta>) {
+    int64_t len = n, lines = len ? xt.numel() / len : 0;
+    const T* s = xt.data_ptr();
+    T* vo = vals.data_ptr();
+    int64_t* io = idx.data_ptr();
+    detail::parallel_range(lines, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> perm(len);
+      for (int64_t l = b; l < e; ++l) {
+        const T* line = s + l * len;
+        std::iota(perm.begin(), perm.end(), 0);
+        auto cmp = [&](int64_t i, int64_t j) {
+          bool g = largest ? detail::nan_greater(line[i], line[j]) : detail::nan_greater(line[j], line[i]);
+          return g || (!detail::nan_greater(line[i], line[j]) && !detail::nan_greater(line[j], line[i]) && i < j);
+        };
+        std::partial_sort(perm.begin(), perm.begin() + k, perm.end(), cmp);
+        for (int64_t i = 0; i < k; ++i) {
+          vo[l * k + i] = line[perm[i]];
+          io[l * k + i] = perm[i];
+        }
+      }
+    }, 16);
+  }
+  if (x.dim() == 0) return ValuesIndices<T, Dv>{vals.reshape({}), idx.reshape({})};
+  return ValuesIndices<T, Dv>{vals.transpose(d, -1).contiguous(), idx.transpose(d, -1).contiguous()};
+}
+
+// ------------------------------------------------------------------ histc
+// `bins` equal bins over [min, max]; when min == max the data's own range is used (widened
+// by 1 on each side if all values are equal). Values outside the range and NaNs are ignored;
+// a value equal to max falls in the last bin. Same dtype in and out, as in PyTorch.
+template <class T, class D>
+void histc(const Tensor<T, D>& x, int64_t bins, double min, double max, Tensor<T, D>& out) {
+  static_assert(is_floating_v<T>, "reel::histc: needs a floating point tensor (as torch.histc on the CPU)");
+  REEL_CHECK(bins > 0, value_error, "histc: bins must be > 0, got ", bins);
+  REEL_CHECK(std::isfinite(min) && std::isfinite(max), value_error, "histc: range of [", min, ", ", max, "] is not finite");
+  REEL_CHECK(min <= max, value_error, "histc: max must be larger than min, got min=", min, ", max=", max);
+  REEL_CHECK(out.dim() == 1 && out.size(0) == bins, value_error, "histc: out must have shape [", bins, "], got ", out.sizes());
+  if constexpr (!std::is_same_v<D, Meta>) {
+    auto xc = x.contiguous();
+    const T* p = xc.data_ptr();
+    int64_t n = xc.numel();
+    if (min == max && n > 0) {
+      double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+      for (int64_t i = 0; i < n; ++i) {
+        double v = static_cast<double>(p[i]);
+        if (std::isnan(v)) continue;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      if (lo <= hi) {
+        min = lo;
+        max = hi;
+      }
+    }
+    if (min == max) {
+      min -= 1;
+      max += 1;
+    }
+    std::vector<int64_t> counts(bins, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = static_cast<double>(p[i]);
+      if (!(v >= min && v <= max)) continue;
+      int64_t b = static_cast<int64_t>((v - min) * static_cast<double>(bins) / (max - min));
+      if (b >= bins) b = bins - 1;
+      ++counts[b];
+    }
+    auto oc = out.contiguous();
+    for (int64_t b = 0; b < bins; ++b) oc.data_ptr()[b] = convert<T>(counts[b]);
+    if (!oc.is_same_storage(out)) out.copy_(oc);
+    out.bump_version();
+  }
+}
+template <class T, class U, class D>
+  requires(!std::is_same_v<T, U>)
+void histc(const Tensor<T, D>&, int64_t, double, double, Tensor<U, D>&) {
+  static_assert(std::is_same_v<T, U>, "reel::histc: `out` must have the same dtype as the input");
+}
+template <TensorLike X>
+auto histc(const X& xe, int64_t bins = 100, double min = 0, double max = 0) {
+  auto x = detail::materialize(xe);
+  using T = detail::value_t<X>;
+  auto out = empty<T, detail::device_t<X>>({bins});
+  histc(x, bins, min, max, out);
+  return out;
+}
+
+// ------------------------------------------------------------------ cat / stack
+namespace detail {
+template <class T, class D>
+Tensor<T, D> cat_impl(std::span<const Tensor<T, D>> ts, int64_t dim) {
+  REEL_CHECK(!ts.empty(), value_error, "cat: expected a non-empty list of tensors");
+  // PyTorch skips 1-d empty tensors (legacy behaviour that users rely on).
+  const Tensor<T, D>* ref = nullptr;
+  for (const auto& t : ts)
+    if (!(t.dim() == 1 && t.size(0) == 0)) {
+      ref = &t;
+      break;
+    }
+  if (!ref) return empty<T, D>({0});
+  REEL_CHECK(ref->dim() > 0, value_error, "cat: zero-dimensional tensor cannot be concatenated");
+  int64_t d = wrap_dim(dim, ref->dim(), "cat");
+  Shape os = ref->sizes();
+  int64_t total = 0;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    const auto& t = ts[k];
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    REEL_CHECK(t.dim() == ref->dim(), value_error, "cat: tensors must have the same number of dimensions: got ",
+               ref->dim(), " and ", t.dim(), " (tensor ", k, ")");
+    for (int64_t i = 0; i < t.dim(); ++i)
+      REEL_CHECK(i == d || t.size(i) == os[i], value_error, "cat: sizes of tensors must match except in dimension ", d,
+                 ": expected size ", os[i], " but got size ", t.size(i), " for tensor number ", k, " in the list");
+    total += t.size(d);
+  }
+  os[d] = total;
+  auto out = empty<T, D>(os);
+  int64_t at = 0;
+  for (const auto& t : ts) {
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    if (t.size(d)) out.narrow(d, at, t.size(d)).copy_(t);
+    at += t.size(d);
+  }
+  return out;
+}
+}  // namespace detail
+
+template <class T, class D> Tensor<T, D> cat(std::span<const Tensor<T, D>> ts, int64_t dim = 0) { return detail::cat_impl(ts, dim); }
+template <class T, class D> Tensor<T, D> cat(const std::vector<Tensor<T, D>>& ts, int64_t dim = 0) {
+  return detail::cat_impl(std::span<const Tensor<T, D>>(ts), dim);
+}
+template <class T, class D> Tensor<T, D> cat(std::initializer_list<Tensor<T, D>> ts, int64_t dim = 0) {
+  return detail::cat_impl(std::span<const Tensor<T, D>>(ts.begin(), ts.size()), dim);
+}
+template <class T, class D> Tensor<T, D> stack(std::span<const Tensor<T, D>> ts, int64_t dim = 0) {
+  REEL_CHECK(!ts.empty(), value_error, "stack: expected a non-empty list of tensors");
+  int64_t d = detail::wrap_dim(dim, ts[0].dim() + 1, "stack");
+  std::vector<Tensor<T, D>> u;
+  u.reserve(ts.size());
+  for (size_t k = 0; k < ts.size(); ++k) {
+    REEL_CHECK(ts[k].sizes() == ts[0].sizes(), value_error, "stack: expects each tensor to be equal size, but got ",
+               ts[0].sizes(), " at entry 0 and ", ts[k].sizes(), " at entry ", k);
+    u.push_back(ts[k].unsqueeze(d));
+  }
+  return detail::cat_impl(std::span<const Tensor<T, D>>(u), d);
+}
+template <class T, class D> Tensor<T, D> stack(const std::vector<Tensor<T, D>>& ts, int64_t dim = 0) {
+  return stack(std::span<const Tensor<T, D>>(ts), dim);
+}
+template <class T, class D> Tensor<T, D> stack(std::initializer_list<Tensor<T, D>> ts, int64_t dim = 0) {
+  return stack(std::span<const Tensor<T, D>>(ts.begin(), ts.size()), dim);
+}
+
+}  // namespace reel

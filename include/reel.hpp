@@ -1,0 +1,10 @@
+#pragma once
+// reel: everything that runs on the CPU.
+#include "errors.hpp"
+#include "tensor.hpp"
+#include "factories.hpp"
+#include "reductions.hpp"
+#include "linalg_products.hpp"
+#include "any_tensor.hpp"
+#include "eigen_interop.hpp"
+#include "nn/functional.hpp"

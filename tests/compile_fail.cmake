@@ -1,0 +1,19 @@
+# Compiles a one-line misuse of the API and passes only if compilation fails with MSG.
+file(WRITE ${OUT} "#include <reel.hpp>
+using namespace reel;
+void f(Tensor<std::complex<float>> tensor_c, Tensor<float> tensor_f, Tensor<double> tensor_d,
+       Tensor<uint16_t> tensor_u16, Tensor<int32_t> tensor_i32) {
+  (void)tensor_c; (void)tensor_f; (void)tensor_d; (void)tensor_u16; (void)tensor_i32;
+  (void)(${EXPR});
+}
+")
+execute_process(COMMAND ${CXX} -std=c++20 -fsyntax-only -I${INC} -I${EIGEN} ${OUT}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a compile error for: ${EXPR}")
+endif()
+string(FIND "${err}" "${MSG}" pos)
+if(pos EQUAL -1)
+  message(FATAL_ERROR "compile error for `${EXPR}` does not say '${MSG}':\n${err}")
+endif()
+message(STATUS "rejected as expected: ${EXPR}")

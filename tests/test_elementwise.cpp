@@ -1,0 +1,218 @@
+// Elementwise expressions: values against the C++ standard library, broadcasting, the
+// strided and parallel paths, type promotion.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <reel.hpp>
+
+using namespace reel;
+
+// PyTorch's promotion table (torch.promote_types), resolved at compile time.
+static_assert(std::is_same_v<promote_t<uint8_t, int8_t>, int16_t>);
+static_assert(std::is_same_v<promote_t<uint8_t, int32_t>, int32_t>);
+static_assert(std::is_same_v<promote_t<int32_t, int64_t>, int64_t>);
+static_assert(std::is_same_v<promote_t<bool, uint8_t>, uint8_t>);
+static_assert(std::is_same_v<promote_t<int64_t, half>, half>);
+static_assert(std::is_same_v<promote_t<half, bfloat16>, float>);
+static_assert(std::is_same_v<promote_t<half, float>, float>);
+static_assert(std::is_same_v<promote_t<float, double>, double>);
+static_assert(std::is_same_v<promote_t<std::complex<float>, double>, std::complex<double>>);
+static_assert(std::is_same_v<promote_t<std::complex<float>, half>, std::complex<float>>);
+static_assert(std::is_same_v<promote_t<uint32_t, uint32_t>, uint32_t>);
+static_assert(std::is_same_v<promote_t<uint64_t, float>, float>);
+// Scalars are weak: they only matter when of a higher category.
+static_assert(std::is_same_v<decltype(tensor<int32_t>({1}) * 2)::value_type, int32_t>);
+static_assert(std::is_same_v<decltype(tensor<int32_t>({1}) * 2.5)::value_type, float>);
+static_assert(std::is_same_v<decltype(tensor<half>({1}) * 2.5)::value_type, half>);
+static_assert(std::is_same_v<decltype(tensor<bool>({true}) + 1)::value_type, int64_t>);
+static_assert(std::is_same_v<decltype(tensor<double>({1}) * std::complex<double>(1, 1))::value_type, std::complex<double>>);
+static_assert(std::is_same_v<decltype(tensor<int32_t>({1}) / tensor<int32_t>({2}))::value_type, float>);  // true division
+static_assert(std::is_same_v<decltype(exp(tensor<int64_t>({1})))::value_type, float>);
+static_assert(std::is_same_v<decltype(abs(empty<std::complex<double>>({0})))::value_type, double>);
+static_assert(std::is_same_v<decltype(tensor<float>({1}) < 2)::value_type, bool>);
+
+template <class F>
+static std::vector<double> apply_std(const std::vector<double>& x, F f) {
+  std::vector<double> r;
+  for (double v : x) r.push_back(f(v));
+  return r;
+}
+
+TEST_CASE("unary float ops match the standard library (double, contiguous and strided)") {
+  std::vector<double> xs{0.1, 0.5, 0.9, 1.3, 2.0, 0.25};
+  auto x = from_vector<double>(xs);
+  auto xt = from_vector<double>(xs, {2, 3}).transpose(0, 1);  // strided path
+  std::vector<double> xs_t{xs[0], xs[3], xs[1], xs[4], xs[2], xs[5]};
+  auto check = [&](auto expr_fn, auto std_fn) {
+    Tensor<double> r = expr_fn(x);
+    Tensor<double> rt = expr_fn(xt);
+    auto want = apply_std(xs, std_fn);
+    auto want_t = apply_std(xs_t, std_fn);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      CHECK(r.to_vector()[i] == doctest::Approx(want[i]).epsilon(1e-14));
+      CHECK(rt.to_vector()[i] == doctest::Approx(want_t[i]).epsilon(1e-14));
+    }
+  };
+  check([](auto& t) { return exp(t); }, [](double v) { return std::exp(v); });
+  check([](auto& t) { return log(t); }, [](double v) { return std::log(v); });
+  check([](auto& t) { return log1p(t); }, [](double v) { return std::log1p(v); });
+  check([](auto& t) { return expm1(t); }, [](double v) { return std::expm1(v); });
+  check([](auto& t) { return sqrt(t); }, [](double v) { return std::sqrt(v); });
+  check([](auto& t) { return rsqrt(t); }, [](double v) { return 1 / std::sqrt(v); });
+  check([](auto& t) { return sin(t); }, [](double v) { return std::sin(v); });
+  check([](auto& t) { return cos(t); }, [](double v) { return std::cos(v); });
+  check([](auto& t) { return tan(t); }, [](double v) { return std::tan(v); });
+  check([](auto& t) { return tanh(t); }, [](double v) { return std::tanh(v); });
+  check([](auto& t) { return sigmoid(t); }, [](double v) { return 1 / (1 + std::exp(-v)); });
+  check([](auto& t) { return reciprocal(t); }, [](double v) { return 1 / v; });
+  check([](auto& t) { return square(t); }, [](double v) { return v * v; });
+  check([](auto& t) { return pow(t, 1.5); }, [](double v) { return std::pow(v, 1.5); });
+  check([](auto& t) { return pow(2.0, t); }, [](double v) { return std::pow(2.0, v); });
+  check([](auto& t) { return -t * 3 + t / 2 - 1; }, [](double v) { return -v * 3 + v / 2 - 1; });
+  check([](auto& t) { return exp(sin(t) * t) - sqrt(t); }, [](double v) { return std::exp(std::sin(v) * v) - std::sqrt(v); });
+}
+
+TEST_CASE("float ops agree with the double result within float precision") {
+  auto x = linspace<float>(-3, 3, 1001);
+  auto xd = x.to<double>();
+  auto check = [&](auto f, double tol) {
+    Tensor<float> r = f(x);
+    Tensor<double> rd = f(xd);
+    auto a = r.to_vector();
+    auto b = rd.to_vector();
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(tol).scale(1));
+  };
+  check([](auto& t) { return exp(t); }, 1e-6);
+  check([](auto& t) { return tanh(t); }, 1e-6);
+  check([](auto& t) { return sin(t) * cos(t); }, 1e-6);
+  check([](auto& t) { return sigmoid(t); }, 1e-6);
+  check([](auto& t) { return log1p(abs(t)); }, 1e-6);
+}
+
+TEST_CASE("half and bfloat16 compute in float and round once") {
+  auto h = tensor<half>({1.0, 2.0, 3.0});
+  Tensor<half> r = h * 0.1 + 1;
+  for (int i = 0; i < 3; ++i) {
+    float want = static_cast<float>(h.to_vector()[i]) * static_cast<float>(half(0.1f)) + 1.0f;
+    CHECK(static_cast<float>(r.to_vector()[i]) == static_cast<float>(half(want)));
+  }
+  Tensor<bfloat16> b = exp(tensor<bfloat16>({0.0, 1.0}));
+  CHECK(static_cast<float>(b.to_vector()[1]) == static_cast<float>(bfloat16(std::exp(1.0f))));
+}
+
+TEST_CASE("broadcasting") {
+  auto a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto row = tensor<float>({10, 20, 30});
+  auto col = tensor<float>({{100}, {200}});
+  Tensor<float> r = a + row + col;
+  CHECK(r.to_vector() == std::vector<float>{111, 122, 133, 214, 225, 236});
+  Tensor<float> outer = col * row;
+  CHECK(outer.sizes() == Shape{2, 3});
+  Tensor<float> s = a * scalar_tensor<float>(2);
+  CHECK(s.to_vector() == std::vector<float>{2, 4, 6, 8, 10, 12});
+  Tensor<float> e = zeros<float>({0, 3}) + row;
+  CHECK(e.sizes() == Shape{0, 3});
+}
+
+TEST_CASE("large tensors take the parallel path and give the same values") {
+  const int64_t n = 1 << 20;
+  auto x = arange<float>(n);
+  Tensor<float> y = x * 2 + 1;
+  auto v = y.to_vector();
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok = ok && v[i] == 2.0f * static_cast<float>(i) + 1.0f;
+  CHECK(ok);
+  // broadcast + strided, large
+  auto m = x.view({1024, 1024});
+  Tensor<float> z = m.transpose(0, 1) - m.select(0, 3);
+  auto zv = z.to_vector();
+  bool ok2 = true;
+  for (int64_t i = 0; i < 1024; ++i)
+    for (int64_t j = 0; j < 1024; ++j)
+      ok2 = ok2 && zv[i * 1024 + j] == static_cast<float>(j * 1024 + i) - static_cast<float>(3 * 1024 + j);
+  CHECK(ok2);
+}
+
+TEST_CASE("integer arithmetic") {
+  auto a = tensor<int32_t>({7, -7, 3});
+  auto b = tensor<int32_t>({2, 2, -2});
+  CHECK(Tensor<int32_t>(a + b).to_vector() == std::vector<int32_t>{9, -5, 1});
+  CHECK(Tensor<int32_t>(a * b).to_vector() == std::vector<int32_t>{14, -14, -6});
+  CHECK(Tensor<float>(a / b).to_vector() == std::vector<float>{3.5f, -3.5f, -1.5f});
+  CHECK(Tensor<int32_t>(pow(a, 2)).to_vector() == std::vector<int32_t>{49, 49, 9});
+  CHECK(Tensor<int32_t>(abs(a)).to_vector() == std::vector<int32_t>{7, 7, 3});
+  CHECK(Tensor<int32_t>(sign(a)).to_vector() == std::vector<int32_t>{1, -1, 1});
+  CHECK(Tensor<int16_t>(tensor<uint8_t>({200}) + tensor<int8_t>({-100})).to_vector() == std::vector<int16_t>{100});
+  CHECK(Tensor<uint8_t>(tensor<uint8_t>({250}) + 10).to_vector() == std::vector<uint8_t>{4});  // wraps like PyTorch
+}
+
+TEST_CASE("rounding, sign, relu, comparisons, where, nan_to_num") {
+  auto x = tensor<double>({-1.5, -0.5, 0.5, 1.5, 2.5, NAN});
+  auto r = Tensor<double>(round(x)).to_vector();  // half to even
+  CHECK(r[0] == -2);
+  CHECK(r[1] == 0);
+  CHECK(r[2] == 0);
+  CHECK(r[3] == 2);
+  CHECK(r[4] == 2);
+  CHECK(std::isnan(r[5]));
+  CHECK(Tensor<double>(floor(x)).to_vector()[1] == -1);
+  CHECK(Tensor<double>(ceil(x)).to_vector()[1] == 0);
+  auto s = Tensor<double>(sign(x)).to_vector();
+  CHECK(s[0] == -1);
+  CHECK(s[3] == 1);
+  CHECK(std::isnan(s[5]));
+  CHECK(Tensor<double>(relu(x)).to_vector()[3] == 1.5);
+  CHECK(Tensor<double>(relu(x)).to_vector()[0] == 0);
+  CHECK(Tensor<bool>(x > 0).to_vector() == std::vector<bool>{false, false, true, true, true, false});
+  CHECK(Tensor<bool>(ne(x, x)).to_vector() == std::vector<bool>{false, false, false, false, false, true});
+  CHECK(Tensor<bool>(isnan(x)).to_vector()[5]);
+  CHECK(Tensor<double>(where(x > 0, x, 0.0)).to_vector()[0] == 0);
+  CHECK(Tensor<double>(where(x > 0, x, 0.0)).to_vector()[4] == 2.5);
+  auto y = tensor<float>({NAN, INFINITY, -INFINITY, 1});
+  CHECK(Tensor<float>(nan_to_num(y)).to_vector() ==
+        std::vector<float>{0, std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest(), 1});
+  CHECK(Tensor<float>(nan_to_num(y, 1.0, 2.0, -2.0)).to_vector() == std::vector<float>{1, 2, -2, 1});
+  CHECK(Tensor<bool>(isinf(y)).to_vector() == std::vector<bool>{false, true, true, false});
+  CHECK(Tensor<bool>(isfinite(y)).to_vector() == std::vector<bool>{false, false, false, true});
+  CHECK(Tensor<bool>(logical_and(y > 0, isfinite(y))).to_vector() == std::vector<bool>{false, false, false, true});
+}
+
+TEST_CASE("complex elementwise") {
+  using C = std::complex<double>;
+  auto z = from_vector<C>({C(1, 2), C(-3, 4), C(0, -1)});
+  auto w = from_vector<C>({C(2, 0), C(1, 1), C(0.5, 0.5)});
+  auto p = Tensor<C>(z * w).to_vector();
+  CHECK(p[1] == C(-3, 4) * C(1, 1));
+  auto e = Tensor<C>(exp(z)).to_vector();
+  CHECK(std::abs(e[0] - std::exp(C(1, 2))) < 1e-14);
+  CHECK(Tensor<double>(abs(z)).to_vector()[1] == 5);
+  CHECK(Tensor<double>(real(z)).to_vector() == std::vector<double>{1, -3, 0});
+  CHECK(Tensor<double>(imag(z)).to_vector() == std::vector<double>{2, 4, -1});
+  CHECK(Tensor<C>(conj(z)).to_vector()[0] == C(1, -2));
+  CHECK(Tensor<double>(angle(z)).to_vector()[2] == doctest::Approx(-M_PI / 2));
+  CHECK(Tensor<double>(angle(tensor<double>({-2, 3}))).to_vector() == std::vector<double>{M_PI, 0});
+  CHECK(Tensor<C>(sgn(z)).to_vector()[1] == C(-0.6, 0.8));
+}
+
+TEST_CASE("in-place unary forms write into storage") {
+  auto x = tensor<float>({1, 4, 9});
+  auto alias = x;
+  sqrt_(x);
+  CHECK(alias.to_vector() == std::vector<float>{1, 2, 3});
+  neg_(x.slice(0, 1, 3));
+  CHECK(alias.to_vector() == std::vector<float>{1, -2, -3});
+  clamp_(x, -2.5, 0.5);
+  CHECK(alias.to_vector() == std::vector<float>{0.5, -2, -2.5});
+}
+
+TEST_CASE("expressions hold operands by value and never dangle") {
+  auto make = [] {
+    auto a = tensor<float>({1, 2});
+    auto b = tensor<float>({3, 4});
+    return a * b + 1;  // a and b go out of scope here
+  };
+  auto e = make();
+  Tensor<float> r = e;
+  CHECK(r.to_vector() == std::vector<float>{4, 9});
+  CHECK((tensor<float>({1, 2}) * 2).sum().item() == 6);
+}

@@ -1,0 +1,61 @@
+// matmul family against naive triple loops.
+#include <doctest/doctest.h>
+
+#include <reel.hpp>
+
+using namespace reel;
+
+template <class T>
+static std::vector<double> naive(const std::vector<T>& a, const std::vector<T>& b, int64_t n, int64_t k, int64_t m) {
+  std::vector<double> c(n * m, 0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t p = 0; p < k; ++p) c[i * m + j] += static_cast<double>(a[i * k + p]) * static_cast<double>(b[p * m + j]);
+  return c;
+}
+
+TEST_CASE("mm, including transposed operands") {
+  Generator g(1);
+  auto a = randn<double>({5, 7}, g);
+  auto b = randn<double>({7, 3}, g);
+  auto c = mm(a, b).to_vector();
+  auto want = naive(a.to_vector(), b.to_vector(), 5, 7, 3);
+  for (size_t i = 0; i < want.size(); ++i) CHECK(c[i] == doctest::Approx(want[i]).epsilon(1e-13));
+  auto at = a.mT().contiguous().mT();  // column-major storage
+  auto c2 = mm(at, b).to_vector();
+  for (size_t i = 0; i < want.size(); ++i) CHECK(c2[i] == doctest::Approx(want[i]).epsilon(1e-13));
+  CHECK_THROWS_AS(mm(a, a), value_error);
+}
+
+TEST_CASE("matmul shapes follow torch.matmul") {
+  Generator g(2);
+  auto v = randn<float>({4}, g);
+  auto m = randn<float>({4, 3}, g);
+  auto bt = randn<float>({2, 5, 4}, g);
+  CHECK(matmul(v, v).dim() == 0);
+  CHECK(matmul(v, m).sizes() == Shape{3});
+  CHECK(matmul(m.mT(), v).sizes() == Shape{3});
+  CHECK(matmul(bt, m).sizes() == Shape{2, 5, 3});
+  CHECK(matmul(bt, v).sizes() == Shape{2, 5});
+  auto x = randn<float>({3, 1, 2, 4}, g);
+  auto y = randn<float>({5, 4, 6}, g);
+  auto z = matmul(x, y);
+  CHECK(z.sizes() == Shape{3, 5, 2, 6});
+  // element check of one broadcast batch
+  auto zb = z.select(0, 2).select(0, 4).contiguous().to_vector();
+  auto want = naive(x.select(0, 2).select(0, 0).contiguous().to_vector(), y.select(0, 4).contiguous().to_vector(), 2, 4, 6);
+  for (size_t i = 0; i < want.size(); ++i) CHECK(zb[i] == doctest::Approx(want[i]).epsilon(1e-5));
+  CHECK(dot(v, v).item() == doctest::Approx(sum(v * v).item()));
+  auto o = outer(tensor<float>({1, 2}), tensor<float>({3, 4, 5}));
+  CHECK(o.to_vector() == std::vector<float>{3, 4, 5, 6, 8, 10});
+  CHECK(bmm(bt, bt.mT()).sizes() == Shape{2, 5, 5});
+  CHECK_THROWS_AS(matmul(m, m), value_error);
+  CHECK(matmul(zeros<float>({2, 0}), zeros<float>({0, 3})).to_vector() == std::vector<float>(6, 0));
+}
+
+TEST_CASE("integer and half matmul") {
+  auto a = from_vector<int32_t>({1, 2, 3, 4}, {2, 2});
+  CHECK(matmul(a, a).to_vector() == std::vector<int32_t>{7, 10, 15, 22});
+  auto h = a.to<half>();
+  CHECK(matmul(h, h).to<float>().to_vector() == std::vector<float>{7, 10, 15, 22});
+}

@@ -1,0 +1,146 @@
+// Reductions, scans, sorting and histograms against plain loops and closed forms.
+#include <doctest/doctest.h>
+
+#include <numeric>
+#include <reel.hpp>
+
+using namespace reel;
+
+TEST_CASE("sum / mean / prod over all elements and over dims") {
+  auto a = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(sum(a).item() == 21);
+  CHECK(sum(a).dim() == 0);
+  CHECK(sum(a, {0}).to_vector() == std::vector<double>{5, 7, 9});
+  CHECK(sum(a, {1}).to_vector() == std::vector<double>{6, 15});
+  CHECK(sum(a, {-1}, true).sizes() == Shape{2, 1});
+  CHECK(sum(a, {0, 1}).item() == 21);
+  CHECK(mean(a, {0}).to_vector() == std::vector<double>{2.5, 3.5, 4.5});
+  CHECK(prod(a, {1}).to_vector() == std::vector<double>{6, 120});
+  CHECK(a.sum().item() == 21);
+  CHECK((a * a).sum().item() == 91);
+  CHECK((a * a).mean().item() == doctest::Approx(91.0 / 6));
+  // integer and bool sums return int64
+  static_assert(std::is_same_v<decltype(sum(tensor<int32_t>({1})))::value_type, int64_t>);
+  CHECK(sum(tensor<uint8_t>({200, 200})).item() == 400);
+  CHECK(sum(tensor<bool>({true, true, false})).item() == 2);
+  CHECK(sum(tensor<half>({1.0, 2.0})).item() == half(3.0f));
+  CHECK(sum(zeros<float>({0})).item() == 0);
+  CHECK(std::isnan(mean(zeros<float>({0})).item()));
+  CHECK_THROWS_AS(sum(a, {2}), index_error);
+  CHECK_THROWS_AS(sum(a, {1, 1}), value_error);
+  // over a non-contiguous input and a 3-d middle dim
+  auto b = arange<int64_t>(24).view({2, 3, 4});
+  auto s1 = sum(b, {1}).to_vector();
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) CHECK(s1[i * 4 + k] == (i * 12 + k) * 3 + 4 + 8);
+  CHECK(sum(b.transpose(0, 2), {0}).sizes() == Shape{3, 2});
+}
+
+TEST_CASE("large float sums are accurate (blocked, double-accumulated)") {
+  const int64_t n = 10'000'000;
+  auto x = full<float>({n}, 0.1f);
+  double want = static_cast<double>(0.1f) * n;
+  CHECK(sum(x).item() == doctest::Approx(want).epsilon(1e-6));
+  auto y = arange<double>(n);
+  CHECK(sum(y).item() == static_cast<double>(n) * (n - 1) / 2);
+}
+
+TEST_CASE("amax / amin / max / min / argmax / argmin") {
+  auto a = from_vector<float>({3, 7, 7, -1, 0, 2}, {2, 3});
+  CHECK(amax(a).item() == 7);
+  CHECK(amin(a).item() == -1);
+  CHECK(amax(a, {1}).to_vector() == std::vector<float>{7, 2});
+  CHECK(amin(a, {0}).to_vector() == std::vector<float>{-1, 0, 2});
+  CHECK(max(a).item() == 7);
+  CHECK(argmax(a).item() == 1);  // first of the ties
+  CHECK(argmax(a, 1).to_vector() == std::vector<int64_t>{1, 2});
+  CHECK(argmin(a, 0, true).sizes() == Shape{1, 3});
+  auto [v, i] = max(a, 1);
+  CHECK(v.to_vector() == std::vector<float>{7, 2});
+  CHECK(i.to_vector() == std::vector<int64_t>{1, 2});
+  auto n = tensor<float>({1, NAN, 3});
+  CHECK(std::isnan(amax(n).item()));
+  CHECK(argmax(n).item() == 1);
+  CHECK(argmin(n).item() == 1);
+  CHECK(amax(tensor<int32_t>({-5, 4, 2})).item() == 4);
+  CHECK_THROWS_AS(amax(zeros<float>({0})), index_error);
+}
+
+TEST_CASE("logsumexp, norm") {
+  auto x = tensor<double>({{1, 2, 3}, {-INFINITY, -INFINITY, -INFINITY}});
+  auto l = logsumexp(x, 1).to_vector();
+  CHECK(l[0] == doctest::Approx(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))));
+  CHECK(l[1] == -INFINITY);
+  auto big = tensor<double>({1000, 1000});
+  CHECK(logsumexp(big, 0).item() == doctest::Approx(1000 + std::log(2.0)));
+  auto v = tensor<double>({3, -4});
+  CHECK(norm(v).item() == doctest::Approx(5));
+  CHECK(norm(v, 1).item() == 7);
+  CHECK(norm(v, INFINITY).item() == 4);
+  CHECK(norm(v, -INFINITY).item() == 3);
+  CHECK(norm(v, 0).item() == 2);
+  CHECK(norm(v, 3).item() == doctest::Approx(std::cbrt(27.0 + 64.0)));
+  using C = std::complex<double>;
+  CHECK(norm(from_vector<C>({C(3, 4)})).item() == doctest::Approx(5));
+}
+
+TEST_CASE("cumsum") {
+  auto a = from_vector<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(cumsum(a, 1).to_vector() == std::vector<int64_t>{1, 3, 6, 4, 9, 15});
+  CHECK(cumsum(a, 0).to_vector() == std::vector<int64_t>{1, 2, 3, 5, 7, 9});
+  CHECK(cumsum(tensor<double>({0.5, 0.25}), 0).to_vector() == std::vector<double>{0.5, 0.75});
+}
+
+TEST_CASE("sort is stable, NaN sorts last ascending and first descending") {
+  auto x = tensor<double>({3, NAN, 1, 3, 2});
+  auto [v, i] = sort(x);
+  auto vv = v.to_vector();
+  CHECK(vv[0] == 1);
+  CHECK(vv[3] == 3);
+  CHECK(std::isnan(vv[4]));
+  CHECK(i.to_vector() == std::vector<int64_t>{2, 4, 0, 3, 1});
+  auto d = sort(x, 0, true);
+  CHECK(std::isnan(d.values.to_vector()[0]));
+  CHECK(d.indices.to_vector() == std::vector<int64_t>{1, 0, 3, 4, 2});
+  auto m = from_vector<int32_t>({3, 1, 2, 9, 8, 7}, {2, 3});
+  CHECK(sort(m, 0, true).values.to_vector() == std::vector<int32_t>{9, 8, 7, 3, 1, 2});
+  CHECK(sort(m, 1).values.to_vector() == std::vector<int32_t>{1, 2, 3, 7, 8, 9});
+}
+
+TEST_CASE("topk") {
+  auto x = tensor<float>({5, 1, 4, 2, 3});
+  auto t = topk(x, 2);
+  CHECK(t.values.to_vector() == std::vector<float>{5, 4});
+  CHECK(t.indices.to_vector() == std::vector<int64_t>{0, 2});
+  CHECK(topk(x, 2, -1, false).values.to_vector() == std::vector<float>{1, 2});
+  auto m = from_vector<float>({1, 9, 5, 7, 3, 8}, {2, 3});
+  CHECK(topk(m, 1, 0).values.to_vector() == std::vector<float>{7, 9, 8});
+  CHECK_THROWS_AS(topk(x, 6), index_error);
+}
+
+TEST_CASE("histc") {
+  auto x = tensor<float>({1, 2, 1, 4, 2.5, 10, -1});
+  auto h = histc(x, 4, 0, 4);
+  CHECK(h.to_vector() == std::vector<float>{0, 2, 2, 1});  // 4 lands in the last bin, 10 and -1 ignored
+  auto out = empty<float>({3});
+  histc(tensor<float>({1, 2, 3}), 3, 0, 0, out);  // min == max: the data's range
+  CHECK(out.to_vector() == std::vector<float>{1, 1, 1});
+  CHECK(histc(tensor<double>({5, 5}), 2, 0, 0).to_vector() == std::vector<double>{0, 2});
+  CHECK_THROWS_AS(histc(x, 0, 0, 1), value_error);
+  CHECK_THROWS_AS(histc(x, 2, 1, 0), value_error);
+  CHECK_THROWS_AS(histc(x, 4, 0, 4, out), value_error);  // out has the wrong shape
+}
+
+TEST_CASE("cat and stack") {
+  auto a = from_vector<float>({1, 2, 3, 4}, {2, 2});
+  auto b = from_vector<float>({5, 6}, {1, 2});
+  CHECK(cat({a, b}, 0).to_vector() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(cat({a, a}, 1).to_vector() == std::vector<float>{1, 2, 1, 2, 3, 4, 3, 4});
+  std::vector<Tensor<float>> v{a, empty<float>({0}), a};
+  CHECK(cat(v, -1).sizes() == Shape{2, 4});
+  CHECK(cat(std::span<const Tensor<float>>(v), 0).sizes() == Shape{4, 2});
+  CHECK(stack({a, a}, 0).sizes() == Shape{2, 2, 2});
+  CHECK(stack({a, a}, 2).to_vector() == std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4});
+  CHECK_THROWS_AS(cat({a, b}, 1), value_error);
+  CHECK_THROWS_AS(stack({a, b}, 0), value_error);
+}
