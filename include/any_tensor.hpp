@@ -49,7 +49,9 @@ class AnyTensor {
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 
-inline std::ostream& operator<<(std::ostream& os, const AnyTensor& t) {
+// A template so that printing code for all 17 dtypes is only compiled where it is used.
+template <std::same_as<AnyTensor> A>
+std::ostream& operator<<(std::ostream& os, const A& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   if (t.device() != DeviceType::CPU) return os << "AnyTensor(" << dtype_name(t.dtype()) << ", size=" << t.sizes() << ")";
   t.visit([&](const auto& x) { os << x; });

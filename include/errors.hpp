@@ -3,6 +3,8 @@
 // `catch (const reel::value_error&)` reads like `except ValueError`.
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -32,17 +34,72 @@ struct unpickling_error : error {
 };
 
 namespace detail {
+// Message pieces are appended by a few non-template overloads, so the many distinct
+// argument lists of error sites cost little code each.
+inline void append_arg(std::string& s, std::string_view v) { s += v; }
+inline void append_arg(std::string& s, const char* v) { s += v; }
+inline void append_arg(std::string& s, char c) { s += c; }
+inline void append_arg(std::string& s, long long v) { s += std::to_string(v); }
+inline void append_arg(std::string& s, unsigned long long v) { s += std::to_string(v); }
+inline void append_arg(std::string& s, double v) {
+  std::ostringstream os;
+  os << v;
+  s += os.str();
+}
+template <class T>
+void append_arg(std::string& s, const T& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    s += v ? "true" : "false";
+  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    append_arg(s, static_cast<long long>(v));
+  } else if constexpr (std::is_integral_v<T>) {
+    append_arg(s, static_cast<unsigned long long>(v));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    append_arg(s, static_cast<double>(v));
+  } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+    append_arg(s, std::string_view(v));
+  } else {
+    std::ostringstream os;
+    os << v;
+    s += os.str();
+  }
+}
 template <class... Args>
 std::string cat_str(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
+  std::string s;
+  (append_arg(s, args), ...);
+  return s;
+}
+
+// A message piece by reference plus its formatter: error sites pass these to one
+// non-template function, so each site costs a few instructions, not a formatting routine.
+struct MsgArg {
+  const void* p;
+  void (*fmt)(std::string&, const void*);
+  template <class T>
+  static void fmt_impl(std::string& s, const void* p) {
+    append_arg(s, *static_cast<const T*>(p));
+  }
+  template <class T>
+  MsgArg(const T& v) : p(&v), fmt(&fmt_impl<T>) {}
+  MsgArg(const char* v) : p(v), fmt([](std::string& s, const void* q) { s += static_cast<const char*>(q); }) {}
+};
+template <class E>
+[[noreturn]] void throw_as(std::string m) {
+  throw E(std::move(m));
+}
+[[noreturn, gnu::cold, gnu::noinline]] inline void raise_impl(void (*thrower)(std::string),
+                                                              std::initializer_list<MsgArg> args) {
+  std::string s;
+  for (const auto& a : args) a.fmt(s, a.p);
+  thrower(std::move(s));
+  std::abort();  // unreachable: thrower throws
 }
 }  // namespace detail
 
 template <class E = error, class... Args>
-[[noreturn]] void raise(const Args&... args) {
-  throw E(detail::cat_str(args...));
+[[noreturn, gnu::cold]] inline void raise(const Args&... args) {
+  detail::raise_impl(&detail::throw_as<E>, {detail::MsgArg(args)...});
 }
 
 #define REEL_CHECK(cond, E, ...)                 \

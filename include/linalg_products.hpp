@@ -8,12 +8,18 @@ namespace reel {
 namespace detail {
 template <class T>
 using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Operands are mapped with unit inner stride only (others are copied first): one GEMM
+// instantiation per type, and no hidden temporaries inside Eigen.
 template <class T>
-using StridedMap = Eigen::Map<const RowMat<T>, 0, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
+using RowMap = Eigen::Map<const RowMat<T>, 0, Eigen::OuterStride<>>;
 
 template <class T>
-StridedMap<T> map2d(const T* p, int64_t r, int64_t c, int64_t sr, int64_t sc) {
-  return StridedMap<T>(p, r, c, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>(sr, sc));
+RowMap<T> map2d(const T* p, int64_t r, int64_t c, int64_t sr) {
+  return RowMap<T>(p, r, c, Eigen::OuterStride<>(std::max<int64_t>(sr, c)));
+}
+template <class T, class D>
+Tensor<T, D> unit_inner(const Tensor<T, D>& t) {
+  return (t.stride(-1) == 1 || t.size(-1) <= 1) && (t.stride(-2) >= t.size(-1) || t.size(-2) <= 1) ? t : t.contiguous();
 }
 
 template <class T, class D>
@@ -25,7 +31,8 @@ void check_matmul_types() {
 
 // out[b] = a[b] @ c[b] for 3-d operands whose batch dims already agree.
 template <class T, class D>
-Tensor<T, D> bmm_impl(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
+  auto a = unit_inner(a0), b = unit_inner(b0);
   int64_t B = a.size(0), n = a.size(1), k = a.size(2), m = b.size(2);
   auto out = empty<T, D>({B, n, m});
   if constexpr (!std::is_same_v<D, Meta>) {
@@ -37,12 +44,12 @@ Tensor<T, D> bmm_impl(const Tensor<T, D>& a, const Tensor<T, D>& b) {
     auto run = [&](int64_t i) {
       Eigen::Map<RowMat<T>> o(out.data_ptr() + i * n * m, n, m);
       if constexpr (is_reduced_float_v<T>) {
-        RowMat<float> af = map2d(a.data_ptr() + i * a.stride(0), n, k, a.stride(1), a.stride(2)).template cast<float>();
-        RowMat<float> bf = map2d(b.data_ptr() + i * b.stride(0), k, m, b.stride(1), b.stride(2)).template cast<float>();
+        RowMat<float> af = map2d(a.data_ptr() + i * a.stride(0), n, k, a.stride(1)).template cast<float>();
+        RowMat<float> bf = map2d(b.data_ptr() + i * b.stride(0), k, m, b.stride(1)).template cast<float>();
         o = (af * bf).template cast<T>();
       } else {
-        o.noalias() = map2d(a.data_ptr() + i * a.stride(0), n, k, a.stride(1), a.stride(2)) *
-                      map2d(b.data_ptr() + i * b.stride(0), k, m, b.stride(1), b.stride(2));
+        o.noalias() = map2d(a.data_ptr() + i * a.stride(0), n, k, a.stride(1)) *
+                      map2d(b.data_ptr() + i * b.stride(0), k, m, b.stride(1));
       }
     };
     // Many small products: one per thread; few large ones: Eigen parallelizes inside.

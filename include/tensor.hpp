@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "detail/tensor_impl.hpp"
+#include "detail/geometry.hpp"
 
 namespace reel {
 
@@ -93,116 +93,32 @@ class Tensor {
   }
   std::vector<T> to_vector() const;
 
-  // ---- views (share storage)
+  // ---- views (share storage). The shape arithmetic lives in non-template functions
+  // (detail::geometry), shared by every element type.
   Tensor as_strided(Shape sizes, Shape strides, std::optional<int64_t> offset = {}) const {
-    check_data_or_meta();
-    auto p = std::make_shared<detail::TensorImpl>();
-    p->storage = impl().storage;
-    p->sizes = std::move(sizes);
-    p->strides = std::move(strides);
-    p->offset = offset ? *offset : impl().offset;
-    p->dtype = impl().dtype;
-    p->device = impl().device;
-    return Tensor(std::move(p));
+    return with(detail::Geometry{std::move(sizes), std::move(strides), offset ? *offset : impl().offset});
   }
-  Tensor select(int64_t d, int64_t i) const {
-    REEL_CHECK(dim() > 0, index_error, "select: cannot select on a 0-d tensor");
-    d = detail::wrap_dim(d, dim(), "select");
-    int64_t n = impl().sizes[d];
-    REEL_CHECK(i >= -n && i < n, index_error, "select: index ", i, " is out of bounds for dimension ", d,
-               " with size ", n);
-    if (i < 0) i += n;
-    Shape sz = sizes(), st = strides();
-    int64_t off = impl().offset + i * st[d];
-    sz.erase(d);
-    st.erase(d);
-    return as_strided(std::move(sz), std::move(st), off);
-  }
+  Tensor select(int64_t d, int64_t i) const { return with(detail::select_geometry(impl(), d, i)); }
   Tensor operator[](int64_t i) const { return select(0, i); }
   Tensor slice(int64_t d, int64_t start, int64_t end, int64_t step = 1) const {
-    d = detail::wrap_dim(d, dim(), "slice");
-    REEL_CHECK(step > 0, value_error, "slice: step must be positive, got ", step);
-    int64_t n = impl().sizes[d];
-    auto clampi = [n](int64_t v) {
-      if (v < 0) v += n;
-      return std::clamp<int64_t>(v, 0, n);
-    };
-    start = clampi(start);
-    end = clampi(end);
-    int64_t len = end > start ? (end - start + step - 1) / step : 0;
-    Shape sz = sizes(), st = strides();
-    int64_t off = impl().offset + start * st[d];
-    sz[d] = len;
-    st[d] *= step;
-    return as_strided(std::move(sz), std::move(st), off);
+    return with(detail::slice_geometry(impl(), d, start, end, step));
   }
   Tensor narrow(int64_t d, int64_t start, int64_t length) const {
-    d = detail::wrap_dim(d, dim(), "narrow");
-    REEL_CHECK(start >= 0 && length >= 0 && start + length <= size(d), index_error, "narrow: range [", start, ", ",
-               start + length, ") out of bounds for dimension ", d, " with size ", size(d));
-    return slice(d, start, start + length);
+    return with(detail::narrow_geometry(impl(), d, start, length));
   }
-  Tensor view(Shape shape) const {
-    Shape sz = infer_size(std::move(shape), "view");
-    auto st = view_strides(sz);
-    REEL_CHECK(st.has_value(), error, "view size is not compatible with input tensor's size and stride (sizes ",
-               sizes(), ", strides ", strides(),
-               "; at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
-    return as_strided(std::move(sz), std::move(*st));
-  }
+  Tensor view(Shape shape) const { return with(detail::view_geometry(impl(), std::move(shape), "view", true)); }
   Tensor reshape(Shape shape) const {
-    Shape sz = infer_size(std::move(shape), "reshape");
-    if (auto st = view_strides(sz)) return as_strided(std::move(sz), std::move(*st));
-    return contiguous().view(std::move(sz));
+    auto g = detail::view_geometry(impl(), std::move(shape), "reshape", false);
+    if (g.viewable) return with(std::move(g));
+    return contiguous().view(std::move(g.sizes));
   }
   Tensor flatten(int64_t start = 0, int64_t end = -1) const {
-    if (dim() == 0) return reshape({1});
-    start = detail::wrap_dim(start, dim(), "flatten");
-    end = detail::wrap_dim(end, dim(), "flatten");
-    REEL_CHECK(start <= end, value_error, "flatten: start_dim ", start, " cannot come after end_dim ", end);
-    Shape sz;
-    for (int64_t i = 0; i < start; ++i) sz.push_back(size(i));
-    int64_t m = 1;
-    for (int64_t i = start; i <= end; ++i) m *= size(i);
-    sz.push_back(m);
-    for (int64_t i = end + 1; i < dim(); ++i) sz.push_back(size(i));
-    return reshape(std::move(sz));
+    return reshape(detail::flatten_sizes(impl(), start, end));
   }
-  Tensor unsqueeze(int64_t d) const {
-    d = detail::wrap_dim(d, dim() + 1, "unsqueeze");
-    Shape sz = sizes(), st = strides();
-    int64_t s = d < dim() ? st[d] * sz[d] : 1;
-    sz.insert(d, 1);
-    st.insert(d, s);
-    return as_strided(std::move(sz), std::move(st));
-  }
-  Tensor squeeze(int64_t d) const {
-    if (dim() == 0) return *this;
-    d = detail::wrap_dim(d, dim(), "squeeze");
-    if (size(d) != 1) return *this;
-    Shape sz = sizes(), st = strides();
-    sz.erase(d);
-    st.erase(d);
-    return as_strided(std::move(sz), std::move(st));
-  }
-  Tensor squeeze() const {
-    Shape sz, st;
-    for (int64_t i = 0; i < dim(); ++i)
-      if (size(i) != 1) {
-        sz.push_back(size(i));
-        st.push_back(stride(i));
-      }
-    return as_strided(std::move(sz), std::move(st));
-  }
-  Tensor transpose(int64_t a, int64_t b) const {
-    if (dim() == 0) return *this;
-    a = detail::wrap_dim(a, dim(), "transpose");
-    b = detail::wrap_dim(b, dim(), "transpose");
-    Shape sz = sizes(), st = strides();
-    std::swap(sz[a], sz[b]);
-    std::swap(st[a], st[b]);
-    return as_strided(std::move(sz), std::move(st));
-  }
+  Tensor unsqueeze(int64_t d) const { return with(detail::unsqueeze_geometry(impl(), d)); }
+  Tensor squeeze(int64_t d) const { return with(detail::squeeze_geometry(impl(), d)); }
+  Tensor squeeze() const { return with(detail::squeeze_all_geometry(impl())); }
+  Tensor transpose(int64_t a, int64_t b) const { return with(detail::transpose_geometry(impl(), a, b)); }
   Tensor t() const {
     REEL_CHECK(dim() <= 2, value_error, "t: expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
     return dim() < 2 ? *this : transpose(0, 1);
@@ -211,42 +127,8 @@ class Tensor {
     REEL_CHECK(dim() >= 2, value_error, "mT: tensor must have at least 2 dimensions, got ", dim());
     return transpose(-2, -1);
   }
-  Tensor permute(Shape order) const {
-    REEL_CHECK(order.size() == dim(), value_error, "permute: number of dims don't match (got ", order,
-               " for a tensor of shape ", sizes(), ")");
-    Shape sz(dim()), st(dim());
-    std::vector<bool> seen(dim(), false);
-    for (int64_t i = 0; i < dim(); ++i) {
-      int64_t d = detail::wrap_dim(order[i], dim(), "permute");
-      REEL_CHECK(!seen[d], value_error, "permute: repeated dim ", order[i], " in ", order);
-      seen[d] = true;
-      sz[i] = size(d);
-      st[i] = stride(d);
-    }
-    return as_strided(std::move(sz), std::move(st));
-  }
-  Tensor expand(Shape shape) const {
-    REEL_CHECK(shape.size() >= dim(), value_error, "expand: the number of sizes provided (", shape.size(),
-               ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
-    int64_t off = shape.size() - dim();
-    Shape st(shape.size(), 0);
-    for (int64_t i = 0; i < shape.size(); ++i) {
-      int64_t j = i - off;
-      if (j < 0) {
-        REEL_CHECK(shape[i] >= 0, value_error, "expand: -1 not allowed in a new leading dimension");
-        continue;
-      }
-      if (shape[i] == -1) shape[i] = size(j);
-      if (size(j) == shape[i]) {
-        st[i] = stride(j);
-      } else {
-        REEL_CHECK(size(j) == 1, value_error, "expand: the expanded size of the tensor (", shape[i],
-                   ") must match the existing size (", size(j), ") at non-singleton dimension ", i,
-                   ". Target sizes: ", shape, ". Tensor sizes: ", sizes());
-      }
-    }
-    return as_strided(std::move(shape), std::move(st));
-  }
+  Tensor permute(Shape order) const { return with(detail::permute_geometry(impl(), order)); }
+  Tensor expand(Shape shape) const { return with(detail::expand_geometry(impl(), std::move(shape))); }
   template <class U, class D2>
   Tensor expand_as(const Tensor<U, D2>& o) const { return expand(o.sizes()); }
 
@@ -284,55 +166,15 @@ class Tensor {
     (void)fn;
     impl();
   }
-  void check_data_or_meta() const { impl(); }
-  Shape infer_size(Shape shape, const char* fn) const {
-    int64_t infer = -1, prod = 1;
-    for (int64_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] == -1) {
-        REEL_CHECK(infer < 0, value_error, fn, ": only one dimension can be inferred in ", shape);
-        infer = i;
-      } else {
-        REEL_CHECK(shape[i] >= 0, value_error, fn, ": invalid shape dimension ", shape[i]);
-        prod = detail::checked_mul(prod, shape[i]);
-      }
-    }
-    int64_t n = numel();
-    if (infer >= 0) {
-      REEL_CHECK(prod != 0 && n % prod == 0, value_error, fn, ": shape ", shape, " is invalid for input of size ", n);
-      shape[infer] = n / prod;
-    } else {
-      REEL_CHECK(prod == n, value_error, fn, ": shape ", shape, " is invalid for input of size ", n);
-    }
-    return shape;
-  }
-  // Strides for viewing this tensor with `target` sizes without copying, if possible
-  // (the chunk-matching rule PyTorch documents for view()).
-  std::optional<Shape> view_strides(const Shape& target) const {
-    const Shape& os = sizes();
-    const Shape& ot = strides();
-    Shape nst(target.size());
-    if (numel() == 0 || os.size() == 0) return detail::contiguous_strides(target);
-    int64_t view_d = target.size() - 1;
-    int64_t chunk_base_stride = ot.size() ? ot.back() : 1;
-    int64_t tensor_numel = 1, view_numel = 1;
-    for (int64_t td = os.size() - 1; td >= 0; --td) {
-      tensor_numel *= os[td];
-      if (td == 0 || (os[td - 1] != 1 && ot[td - 1] != tensor_numel * chunk_base_stride)) {
-        while (view_d >= 0 && (view_numel < tensor_numel || target[view_d] == 1)) {
-          nst[view_d] = view_numel * chunk_base_stride;
-          view_numel *= target[view_d];
-          --view_d;
-        }
-        if (view_numel != tensor_numel) return std::nullopt;
-        if (td > 0) {
-          chunk_base_stride = ot[td - 1];
-          tensor_numel = 1;
-          view_numel = 1;
-        }
-      }
-    }
-    if (view_d != -1) return std::nullopt;
-    return nst;
+  Tensor with(detail::Geometry g) const {
+    auto p = std::make_shared<detail::TensorImpl>();
+    p->storage = impl().storage;
+    p->sizes = std::move(g.sizes);
+    p->strides = std::move(g.strides);
+    p->offset = g.offset;
+    p->dtype = impl().dtype;
+    p->device = impl().device;
+    return Tensor(std::move(p));
   }
 
   std::shared_ptr<detail::TensorImpl> impl_;

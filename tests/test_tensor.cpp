@@ -182,3 +182,31 @@ TEST_CASE("64-bit sizes: meta tensors beyond 2^31 and 2^32 elements") {
   CHECK(detail::linear_to_offset(idx, sizes, strides) == ((int64_t(1) << 17) - 1) + ((int64_t(1) << 17) - 2) * (int64_t(1) << 17));
   CHECK_THROWS_AS((empty<float, Meta>({int64_t(1) << 62, 8})), value_error);  // element count overflows
 }
+
+TEST_CASE("float8 tensors: non-saturating and saturating casts") {
+  auto x = tensor<float>({1.0, 448.0, 500.0, -1e6, NAN});
+  auto a = x.to<float8_e4m3fn>().to<float>().to_vector();
+  CHECK(a[0] == 1);
+  CHECK(a[1] == 448);
+  CHECK(std::isnan(a[2]));  // e4m3fn has no infinity: overflow is NaN
+  CHECK(std::isnan(a[3]));
+  CHECK(std::isnan(a[4]));
+  auto s = Tensor<float8_e4m3fn>(saturating_cast<float8_e4m3fn>(x)).to<float>().to_vector();
+  CHECK(s[2] == 448);
+  CHECK(s[3] == -448);
+  CHECK(std::isnan(s[4]));
+  auto e = Tensor<float8_e5m2>(saturating_cast<float8_e5m2>(tensor<double>({1e6, 3.0}))).to<double>().to_vector();
+  CHECK(e == std::vector<double>{57344, 3});
+  CHECK(std::isinf(tensor<double>({1e6}).to<float8_e5m2>().to<double>().item()));
+}
+
+TEST_CASE("the caching allocator recycles large blocks") {
+  const void* p1;
+  {
+    auto big = empty<float>({1 << 20});
+    p1 = big.data_ptr();
+  }
+  auto again = empty<float>({1 << 20});
+  CHECK(again.data_ptr() == p1);
+  empty_cache();
+}

@@ -1,6 +1,7 @@
 #pragma once
 // operator<< in PyTorch's style: `tensor([[1., 2.],\n        [3., 4.]])`, with a dtype
 // suffix when the dtype is not the default one for its kind, summarized past 1000 elements.
+// Only the element formatting depends on T; the layout is shared by all types (compile time).
 #include <cmath>
 #include <iomanip>
 #include <ostream>
@@ -31,57 +32,31 @@ inline std::string format_real(double v, const FloatFormat& f) {
   return os.str();
 }
 
-template <class T>
-std::string format_elem(const T& v, const FloatFormat& f) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return v ? "True" : "False";
-  } else if constexpr (std::is_integral_v<T>) {
-    return std::to_string(v);
-  } else if constexpr (is_complex_v<T>) {
-    double im = static_cast<double>(v.imag());
-    std::string s = format_real(static_cast<double>(v.real()), f);
-    std::string t = format_real(std::abs(im), f);
-    return s + (im < 0 || (im == 0 && std::signbit(im)) ? "-" : "+") + t + "j";
-  } else {
-    return format_real(static_cast<double>(v), f);
-  }
-}
-
-template <class T>
-FloatFormat choose_format(const std::vector<T>& vals) {
+// PyTorch's choice: fixed with 4 decimals, "1." when all finite values are integers, and
+// scientific when the finite magnitudes span more than 1000x or leave [1e-4, 1e8].
+inline FloatFormat choose_format(const std::vector<double>& vals) {
   FloatFormat f;
-  if constexpr (is_floating_v<T> || is_complex_v<T>) {
-    double mx = 0, mn = std::numeric_limits<double>::infinity();
-    bool any = false;
-    auto look = [&](double x) {
-      if (!std::isfinite(x)) return;
-      if (x != std::floor(x)) f.int_mode = false;
-      double a = std::abs(x);
-      mx = std::max(mx, a);
-      if (a != 0) mn = std::min(mn, a);
-      any = true;
-    };
-    for (const auto& v : vals) {
-      if constexpr (is_complex_v<T>) {
-        look(static_cast<double>(v.real()));
-        look(static_cast<double>(v.imag()));
-      } else {
-        look(static_cast<double>(v));
-      }
-    }
-    if (any) {
-      if (f.int_mode)
-        f.sci = mx > 1e8;
-      else
-        f.sci = mx / mn > 1000.0 || mx > 1e8 || mn < 1e-4;
-    }
+  double mx = 0, mn = std::numeric_limits<double>::infinity();
+  bool any = false;
+  for (double x : vals) {
+    if (!std::isfinite(x)) continue;
+    if (x != std::floor(x)) f.int_mode = false;
+    double a = std::abs(x);
+    mx = std::max(mx, a);
+    if (a != 0) mn = std::min(mn, a);
+    any = true;
+  }
+  if (any) {
+    if (f.int_mode)
+      f.sci = mx > 1e8;
+    else
+      f.sci = mx / mn > 1000.0 || mx > 1e8 || mn < 1e-4;
   }
   return f;
 }
 
-template <class T>
-void print_rec(std::ostream& os, const std::vector<T>& vals, const Shape& sz, int64_t d, int64_t base,
-               const FloatFormat& f, size_t width, int indent, bool summarize) {
+inline void print_rec(std::ostream& os, const std::vector<std::string>& s, const Shape& sz, int64_t d, int64_t base,
+                      size_t width, int indent, bool summarize) {
   int64_t stride = 1;
   for (int64_t i = d + 1; i < sz.size(); ++i) stride *= sz[i];
   os << '[';
@@ -89,13 +64,11 @@ void print_rec(std::ostream& os, const std::vector<T>& vals, const Shape& sz, in
   auto emit = [&](int64_t i, bool first) {
     if (d == sz.size() - 1) {
       if (!first) os << ", ";
-      std::string s = format_elem(vals[base + i], f);
-      os << std::string(width > s.size() ? width - s.size() : 0, ' ') << s;
+      const std::string& e = s[base + i];
+      os << std::string(width > e.size() ? width - e.size() : 0, ' ') << e;
     } else {
-      if (!first) {
-        os << ',' << std::string(sz.size() - d - 1, '\n') << std::string(indent + d + 1, ' ');
-      }
-      print_rec(os, vals, sz, d + 1, base + i * stride, f, width, indent, summarize);
+      if (!first) os << ',' << std::string(sz.size() - d - 1, '\n') << std::string(indent + d + 1, ' ');
+      print_rec(os, s, sz, d + 1, base + i * stride, width, indent, summarize);
     }
   };
   if (summarize && n > 6) {
@@ -111,6 +84,29 @@ void print_rec(std::ostream& os, const std::vector<T>& vals, const Shape& sz, in
   os << ']';
 }
 
+// strs: every element formatted; width_of: which elements set the column width (PyTorch
+// ignores nan/inf and zeros of floating tensors there).
+inline std::ostream& print_tensor(std::ostream& os, const std::vector<std::string>& strs,
+                                  const std::vector<bool>& width_of, const Shape& sizes, std::string_view suffix) {
+  if (sizes.size() == 1 && sizes[0] == 0) return os << "tensor([]" << suffix << ')';
+  if (sizes.size() == 0) return os << "tensor(" << strs[0] << suffix << ')';
+  size_t width = 0;
+  for (size_t i = 0; i < strs.size(); ++i)
+    if (width_of[i]) width = std::max(width, strs[i].size());
+  os << "tensor(";
+  int64_t n = numel_of(sizes);
+  if (n > 0) print_rec(os, strs, sizes, 0, 0, width, 7, n > 1000);
+  else os << "[]";
+  if (n == 0) os << ", size=" << sizes;
+  return os << suffix << ')';
+}
+
+inline std::ostream& print_meta(std::ostream& os, const Shape& sizes, std::string_view suffix) {
+  os << "tensor(..., device='meta', size=(";
+  for (int64_t i = 0; i < sizes.size(); ++i) os << (i ? ", " : "") << sizes[i];
+  return os << (sizes.size() == 1 ? ",)" : ")") << suffix << ')';
+}
+
 }  // namespace detail
 
 template <class T, class D>
@@ -118,34 +114,43 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T, D>& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   constexpr bool default_dtype = std::is_same_v<T, float> || std::is_same_v<T, int64_t> ||
                                  std::is_same_v<T, bool> || std::is_same_v<T, std::complex<float>>;
-  std::string suffix;
+  std::string suffix = default_dtype ? "" : std::string(", dtype=") + std::string(scalar_type_of<T>::name);
   if constexpr (std::is_same_v<D, Meta>) {
-    os << "tensor(..., device='meta', size=(";
-    for (int64_t i = 0; i < t.dim(); ++i) os << (i ? ", " : "") << t.size(i);
-    os << (t.dim() == 1 ? ",)" : ")");
-    if (!default_dtype) os << ", dtype=" << scalar_type_of<T>::name;
-    return os << ')';
+    return detail::print_meta(os, t.sizes(), suffix);
   } else {
     auto vals = t.to_vector();
-    auto f = detail::choose_format(vals);
-    if (!default_dtype) suffix = std::string(", dtype=") + std::string(scalar_type_of<T>::name);
-    if (t.numel() == 0 && t.dim() == 1) return os << "tensor([]" << suffix << ')';
-    if (t.dim() == 0) return os << "tensor(" << detail::format_elem(vals[0], f) << suffix << ')';
-    bool summarize = t.numel() > 1000;
-    // Column width as PyTorch computes it: from the finite nonzero values for floats.
-    size_t width = 0;
-    for (int64_t i = 0; i < static_cast<int64_t>(vals.size()); ++i) {
-      T v = vals[i];
-      if constexpr (is_floating_v<T>) {
-        double d = static_cast<double>(v);
-        if (!std::isfinite(d) || d == 0) continue;
+    std::vector<std::string> strs;
+    std::vector<bool> width_of;
+    strs.reserve(vals.size());
+    if constexpr (std::is_same_v<T, bool>) {
+      for (bool v : vals) strs.push_back(v ? "True" : "False");
+      width_of.assign(vals.size(), true);
+    } else if constexpr (std::is_integral_v<T>) {
+      for (T v : vals) strs.push_back(std::to_string(v));
+      width_of.assign(vals.size(), true);
+    } else {
+      std::vector<double> parts;
+      for (const T& v : vals) {
+        if constexpr (is_complex_v<T>) {
+          parts.push_back(static_cast<double>(v.real()));
+          parts.push_back(static_cast<double>(v.imag()));
+        } else {
+          parts.push_back(convert<double>(v));
+        }
       }
-      width = std::max(width, detail::format_elem<T>(v, f).size());
+      auto f = detail::choose_format(parts);
+      for (size_t i = 0; i < vals.size(); ++i) {
+        if constexpr (is_complex_v<T>) {
+          double re = parts[2 * i], im = parts[2 * i + 1];
+          strs.push_back(detail::format_real(re, f) + (std::signbit(im) ? "-" : "+") + detail::format_real(std::abs(im), f) + "j");
+          width_of.push_back(true);
+        } else {
+          strs.push_back(detail::format_real(parts[i], f));
+          width_of.push_back(std::isfinite(parts[i]) && parts[i] != 0);
+        }
+      }
     }
-    os << "tensor(";
-    detail::print_rec(os, vals, t.sizes(), 0, 0, f, width, 7, summarize);
-    if (t.numel() == 0) os << ", size=" << t.sizes();
-    return os << suffix << ')';
+    return detail::print_tensor(os, strs, width_of, t.sizes(), suffix);
   }
 }
 

@@ -169,34 +169,55 @@ template <class E> Shape shape_of(const E& e) {
   return s;
 }
 
-// ------------------------------------------------------------------ bound evaluators
-template <class T>
-struct LeafCursor {
-  using value_type = T;
-  const T* base;
-  Shape strides;  // broadcast + coalesced, one per output dim
-  int64_t off = 0, inner = 0;
-  auto at(int64_t i) const { return convert<compute_t<T>>(base[off + i * inner]); }
-  auto eigen(int64_t n) const {
-    Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> m(base + off, n);
-    if constexpr (std::is_same_v<compute_t<T>, T>)
-      return m;
-    else
-      return m.template cast<compute_t<T>>();
+// ------------------------------------------------------------------ evaluation
+// The iteration (broadcasting, coalescing, splitting between threads, walking rows) is
+// done once, by non-template code, for every expression; each expression only supplies
+// its row kernel. That keeps per-expression compile time and per-call overhead small.
+
+// Operand k's state while a row is processed: its base pointer, the element offset of
+// the row's first element, and its stride along the row. Operand 0 is the output, tensor
+// leaves follow in left-to-right order.
+struct RowCtx {
+  const void* const* base;
+  const int64_t* off;
+  const int64_t* inner;
+};
+
+inline constexpr int kMaxOperands = 32;
+inline constexpr int64_t kMaxDims = 25;
+
+struct Operands {
+  int n = 0;
+  const void* base[kMaxOperands];
+  const Shape* sizes[kMaxOperands];
+  const Shape* strides[kMaxOperands];
+  void add(const void* p, const Shape& sz, const Shape& st) {
+    base[n] = p;
+    sizes[n] = &sz;
+    strides[n] = &st;
+    ++n;
   }
 };
-template <class T>
-struct ScalarBound {
-  compute_t<T> v;
-  auto at(int64_t) const { return v; }
-  auto eigen(int64_t n) const { return Eigen::Array<compute_t<T>, Eigen::Dynamic, 1>::Constant(n, v); }
-};
-template <class B> constexpr bool eigen_able() {
-  if constexpr (requires { B::kEigen; })
-    return B::kEigen;
-  else
-    return true;
+
+template <class E> inline constexpr int leaf_count_v = 0;
+template <class T, class D> inline constexpr int leaf_count_v<Tensor<T, D>> = 1;
+template <class Op, class... A> inline constexpr int leaf_count_v<Expr<Op, A...>> = (0 + ... + leaf_count_v<A>);
+
+template <class T, class D> void collect_leaves(const Tensor<T, D>& t, Operands& o) { o.add(t.data_ptr(), t.sizes(), t.strides()); }
+template <class T> void collect_leaves(const Scalar<T>&, Operands&) {}
+template <class Op, class... A> void collect_leaves(const Expr<Op, A...>& e, Operands& o) {
+  std::apply([&](const auto&... a) { (collect_leaves(a, o), ...); }, e.args);
 }
+
+// Index of argument K's first leaf, relative to its node's first leaf.
+template <size_t K, class... A>
+constexpr int leaf_offset() {
+  constexpr int c[] = {leaf_count_v<A>..., 0};
+  int s = 0;
+  for (size_t i = 0; i < K; ++i) s += c[i];
+  return s;
+}
+
 template <class C, class A>
 auto cast_eigen(const A& a) {
   using S = typename std::decay_t<A>::Scalar;
@@ -206,88 +227,72 @@ auto cast_eigen(const A& a) {
     return a.template cast<C>();
 }
 
-template <class Op, class C, class... B>
-struct NodeBound {
-  Op op;
-  std::tuple<B...> args;
-  auto at(int64_t i) const {
-    return std::apply([&](const auto&... a) { return op.template apply<C>(convert<C>(a.at(i))...); }, args);
-  }
-  static constexpr bool kArgsEigen = (eigen_able<B>() && ...);
-  static constexpr bool has_vec() {
-    if constexpr (!kArgsEigen)
-      return false;
-    else
-      return requires(const Op& o, const B&... b) { o.template vec<C>(cast_eigen<C>(b.eigen(1))...); };
-  }
-  // Eigen can build the row as one array expression when every node below is unary or
-  // binary, or supplies a vector form.
-  static constexpr bool kEigen = kArgsEigen && (sizeof...(B) <= 2 || has_vec());
-
-  auto eigen(int64_t n) const
-    requires kEigen
-  {
-    return std::apply(
-        [&](const auto&... a) {
-          if constexpr (has_vec()) {
-            return op.template vec<C>(cast_eigen<C>(a.eigen(n))...);
-          } else if constexpr (sizeof...(B) == 1) {
-            Op o = op;
-            return cast_eigen<C>(a.eigen(n)...).unaryExpr([o](const C& x) { return o.template apply<C>(x); });
-          } else {
-            Op o = op;
-            return [&](const auto& x, const auto& y) {
-              return cast_eigen<C>(x.eigen(n)).binaryExpr(cast_eigen<C>(y.eigen(n)),
-                                                          [o](const C& p, const C& q) { return o.template apply<C>(p, q); });
-            }(a...);
-          }
-        },
-        args);
-  }
-};
-
-template <class T, class D> LeafCursor<T> bind(const Tensor<T, D>& t, const Shape& out) {
-  return {t.data_ptr(), broadcast_strides(t.sizes(), t.strides(), out)};
+// Value of element i of the current row, in the node's compute type.
+template <int I, class T, class D>
+auto eval_at(const Tensor<T, D>&, const RowCtx& c, int64_t i) {
+  return convert<compute_t<T>>(static_cast<const T*>(c.base[I])[c.off[I] + i * c.inner[I]]);
 }
-template <class T> ScalarBound<T> bind(const Scalar<T>& s, const Shape&) { return {convert<compute_t<T>>(s.value)}; }
-template <class Op, class... A> auto bind(const Expr<Op, A...>& e, const Shape& out) {
+template <int I, class T>
+auto eval_at(const Scalar<T>& s, const RowCtx&, int64_t) {
+  return convert<compute_t<T>>(s.value);
+}
+template <int I, class Op, class... A>
+auto eval_at(const Expr<Op, A...>& e, const RowCtx& c, int64_t i) {
   using C = typename Expr<Op, A...>::compute_type;
-  return std::apply([&](const auto&... a) { return NodeBound<Op, C, decltype(bind(a, out))...>{e.op, {bind(a, out)...}}; },
-                    e.args);
+  return [&]<size_t... K>(std::index_sequence<K...>) {
+    return e.op.template apply<C>(convert<C>(eval_at<I + leaf_offset<K, A...>()>(std::get<K>(e.args), c, i))...);
+  }(std::index_sequence_for<A...>{});
 }
 
-template <class B, class F> void for_each_leaf(B& b, F&& f) {
-  if constexpr (requires { b.strides; })
-    f(b);
-  else if constexpr (requires { b.args; })
-    std::apply([&](auto&... a) { (for_each_leaf(a, f), ...); }, b.args);
+// The whole row as one Eigen array expression (only where every node allows it).
+template <class E> struct eigen_able;
+template <int I, class T, class D>
+auto eval_eigen(const Tensor<T, D>&, const RowCtx& c, int64_t n) {
+  Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> m(static_cast<const T*>(c.base[I]) + c.off[I], n);
+  return cast_eigen<compute_t<T>>(m);
 }
+template <int I, class T>
+auto eval_eigen(const Scalar<T>& s, const RowCtx&, int64_t n) {
+  return Eigen::Array<compute_t<T>, Eigen::Dynamic, 1>::Constant(n, convert<compute_t<T>>(s.value));
+}
+template <class Op, class C, class... X>
+concept HasVec = requires(const Op& o, const X&... x) { o.template vec<C>(cast_eigen<C>(x)...); };
 
-// Merges dims d and d+1 wherever every operand (all stride arrays) can walk them as one.
-inline void coalesce(Shape& sizes, std::vector<Shape*>& strides) {
-  // Drop size-1 dims first: their strides are irrelevant.
-  for (int64_t d = sizes.size() - 1; d >= 0 && sizes.size() > 1; --d)
-    if (sizes[d] == 1) {
-      sizes.erase(d);
-      for (auto* s : strides) s->erase(d);
+template <int I, class Op, class... A>
+  requires eigen_able<Expr<Op, A...>>::value
+auto eval_eigen(const Expr<Op, A...>& e, const RowCtx& c, int64_t n) {
+  using C = typename Expr<Op, A...>::compute_type;
+  return [&]<size_t... K>(std::index_sequence<K...>) {
+    using Args = std::tuple<decltype(eval_eigen<I + leaf_offset<K, A...>()>(std::get<K>(e.args), c, n))...>;
+    if constexpr (HasVec<Op, C, std::tuple_element_t<K, Args>...>) {
+      return e.op.template vec<C>(cast_eigen<C>(eval_eigen<I + leaf_offset<K, A...>()>(std::get<K>(e.args), c, n))...);
+    } else if constexpr (sizeof...(A) == 1) {
+      Op o = e.op;
+      return cast_eigen<C>(eval_eigen<I>(std::get<0>(e.args), c, n)).unaryExpr([o](const C& x) { return o.template apply<C>(x); });
+    } else {
+      Op o = e.op;
+      return cast_eigen<C>(eval_eigen<I>(std::get<0>(e.args), c, n))
+          .binaryExpr(cast_eigen<C>(eval_eigen<I + leaf_offset<1, A...>()>(std::get<1>(e.args), c, n)),
+                      [o](const C& p, const C& q) { return o.template apply<C>(p, q); });
     }
-  for (int64_t d = sizes.size() - 2; d >= 0; --d) {
-    bool ok = true;
-    for (auto* s : strides)
-      if ((*s)[d] != (*s)[d + 1] * sizes[d + 1]) {
-        ok = false;
-        break;
-      }
-    if (ok) {
-      sizes[d] *= sizes[d + 1];
-      sizes.erase(d + 1);
-      for (auto* s : strides) {
-        (*s)[d] = (*s)[d + 1];
-        s->erase(d + 1);
-      }
+  }(std::index_sequence_for<A...>{});
+}
+
+template <class E> struct eigen_able : std::true_type {};
+template <class Op, class... A> struct eigen_able<Expr<Op, A...>> {
+  static constexpr bool args_ok = (eigen_able<A>::value && ...);
+  static constexpr bool vec_ok() {
+    if constexpr (!args_ok) {
+      return false;
+    } else {
+      using C = typename Expr<Op, A...>::compute_type;
+      return []<size_t... K>(std::index_sequence<K...>) {
+        return HasVec<Op, C, decltype(eval_eigen<leaf_offset<K, A...>()>(std::declval<const A&>(), std::declval<const RowCtx&>(), 0))...>;
+      }(std::index_sequence_for<A...>{});
     }
   }
-}
+  static constexpr bool value = args_ok && (sizeof...(A) <= 2 || vec_ok());
+};
 
 inline int num_threads_for(int64_t n) {
 #ifdef _OPENMP
@@ -298,9 +303,20 @@ inline int num_threads_for(int64_t n) {
   return 1;
 }
 
-// Runs f(begin, end) over [0, n) split between threads.
-template <class F>
-void parallel_range(int64_t n, F&& f, int64_t grain = 1 << 15) {
+// A non-owning reference to a callable, so the one OpenMP region below serves every caller
+// (a template parameter would outline a parallel region per expression: compile time).
+class RangeFn {
+ public:
+  template <class F>
+  RangeFn(F& f) : obj_(&f), call_([](void* o, int64_t b, int64_t e) { (*static_cast<F*>(o))(b, e); }) {}
+  void operator()(int64_t b, int64_t e) const { call_(obj_, b, e); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+
+inline void parallel_for(int64_t n, int64_t grain, RangeFn f) {
 #ifdef _OPENMP
   int nt = n >= grain && !omp_in_parallel() ? omp_get_max_threads() : 1;
   if (nt > 1) {
@@ -318,75 +334,122 @@ void parallel_range(int64_t n, F&& f, int64_t grain = 1 << 15) {
   if (n > 0) f(int64_t(0), n);
 }
 
+// Runs f(begin, end) over [0, n) split between threads (each thread one contiguous range).
+template <class F>
+void parallel_range(int64_t n, F&& f, int64_t grain = 1 << 15) {
+  parallel_for(n, grain, RangeFn(f));
+}
+
+// Merges dims d and d+1 wherever every operand can walk them as one; drops size-1 dims.
+// st holds nops rows of nd strides.
+inline void coalesce(Shape& sizes, int nops, int64_t* st, int64_t& nd) {
+  auto S = [&](int k, int64_t d) -> int64_t& { return st[k * kMaxDims + d]; };
+  int64_t w = 0;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (sizes[d] == 1 && nd > 1) continue;
+    if (w > 0) {
+      bool ok = true;
+      for (int k = 0; k < nops && ok; ++k) ok = S(k, w - 1) == S(k, d) * sizes[d];
+      if (ok) {
+        sizes[w - 1] *= sizes[d];
+        for (int k = 0; k < nops; ++k) S(k, w - 1) = S(k, d);
+        continue;
+      }
+    }
+    sizes[w] = sizes[d];
+    for (int k = 0; k < nops; ++k) S(k, w) = S(k, d);
+    ++w;
+  }
+  nd = std::max<int64_t>(w, 1);
+  sizes.resize(nd);
+}
+
+// Calls row(ctx, cnt, unit) for every row of the broadcast iteration space of `ops`
+// (operand 0 is the output, whose sizes define the space).
+using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, bool unit);
+inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
+  const Shape& osz = *ops.sizes[0];
+  int64_t nd = osz.size();
+  REEL_CHECK(nd <= kMaxDims, not_implemented_error, "elementwise ops support up to ", kMaxDims, " dimensions, got ", nd);
+  int64_t n = numel_of(osz);
+  if (n == 0) return;
+  const int nops = ops.n;
+  int64_t st[kMaxOperands * kMaxDims];
+  Shape sizes = osz;
+  for (int k = 0; k < nops; ++k) {
+    const Shape& sz = *ops.sizes[k];
+    const Shape& sr = *ops.strides[k];
+    int64_t off = nd - sz.size();
+    for (int64_t d = 0; d < nd; ++d) {
+      int64_t j = d - off;
+      st[k * kMaxDims + d] = j < 0 || sz[j] == 1 ? 0 : sr[j];
+    }
+  }
+  if (nd == 0) {
+    nd = 1;
+    sizes = Shape{1};
+    for (int k = 0; k < nops; ++k) st[k * kMaxDims] = 1;
+  } else {
+    coalesce(sizes, nops, st, nd);
+  }
+  const int64_t len = sizes[nd - 1];
+  int64_t inner[kMaxOperands];
+  bool unit = true;
+  for (int k = 0; k < nops; ++k) {
+    inner[k] = st[k * kMaxDims + nd - 1];
+    unit = unit && inner[k] == 1;
+  }
+  auto work = [&](int64_t begin, int64_t end) {
+    int64_t idx[kMaxDims] = {};
+    int64_t off[kMaxOperands];
+    int64_t row = begin / len, col = begin % len;
+    for (int64_t d = nd - 2, q = row; d >= 0; --d) {
+      idx[d] = q % sizes[d];
+      q /= sizes[d];
+    }
+    RowCtx c{ops.base, off, inner};
+    for (int64_t pos = begin; pos < end;) {
+      for (int k = 0; k < nops; ++k) {
+        int64_t o = col * inner[k];
+        for (int64_t d = 0; d < nd - 1; ++d) o += idx[d] * st[k * kMaxDims + d];
+        off[k] = o;
+      }
+      int64_t cnt = std::min(len - col, end - pos);
+      row_fn(self, c, cnt, unit);
+      pos += cnt;
+      col = 0;
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        if (++idx[d] < sizes[d]) break;
+        idx[d] = 0;
+      }
+    }
+  };
+  parallel_range(n, work);
+}
+
 // Evaluates expression `e` into the (already shaped) destination `out`.
 template <class R, class D, class E>
 void eval_into(const Tensor<R, D>& out, const E& e) {
   if constexpr (std::is_same_v<D, Meta>) {
     return;  // shapes only
   } else {
-    const Shape& osz = out.sizes();
-    int64_t n = out.numel();
-    if (n == 0) return;
-    auto root = bind(e, osz);
-    LeafCursor<R> dst{out.mutable_data_ptr(), out.strides()};
-    Shape sizes = osz;
-    std::vector<Shape*> all{&dst.strides};
-    for_each_leaf(root, [&](auto& l) { all.push_back(&l.strides); });
-    coalesce(sizes, all);
-    if (sizes.empty()) {
-      sizes.push_back(1);
-      for (auto* s : all) s->push_back(1);
-    }
-    const int64_t nd = sizes.size();
-    const int64_t len = sizes[nd - 1];
-    bool unit = dst.strides[nd - 1] == 1;
-    for_each_leaf(root, [&](auto& l) {
-      l.inner = l.strides[nd - 1];
-      unit = unit && l.inner == 1;
-    });
-    dst.inner = dst.strides[nd - 1];
-    R* const obase = const_cast<R*>(dst.base);
-
-    parallel_range(n, [&](int64_t begin, int64_t end) {
-      auto r = root;  // per-thread cursors
-      int64_t row = begin / len, col = begin % len;
-      Shape idx(nd - 1);
-      for (int64_t d = nd - 2, q = row; d >= 0; --d) {
-        idx[d] = q % sizes[d];
-        q /= sizes[d];
-      }
-      for (int64_t pos = begin; pos < end;) {
-        int64_t ooff = 0;
-        for (int64_t d = 0; d < nd - 1; ++d) ooff += idx[d] * dst.strides[d];
-        for_each_leaf(r, [&](auto& l) {
-          int64_t o = 0;
-          for (int64_t d = 0; d < nd - 1; ++d) o += idx[d] * l.strides[d];
-          l.off = o + col * l.inner;
-        });
-        int64_t cnt = std::min(len - col, end - pos);
-        R* o = obase + ooff + col * dst.inner;
-        if constexpr (eigen_able<decltype(r)>()) {
-          if (unit) {
-            Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o, cnt);
-            auto x = r.eigen(cnt);
-            using S = typename decltype(x)::Scalar;
-            if constexpr (std::is_same_v<S, R>)
-              m = x;
-            else
-              m = x.template cast<R>();
-          } else {
-            for (int64_t i = 0; i < cnt; ++i) o[i * dst.inner] = convert<R>(r.at(i));
-          }
-        } else {
-          for (int64_t i = 0; i < cnt; ++i) o[i * dst.inner] = convert<R>(r.at(i));
-        }
-        pos += cnt;
-        col = 0;
-        for (int64_t d = nd - 2; d >= 0; --d) {
-          if (++idx[d] < sizes[d]) break;
-          idx[d] = 0;
+    static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
+    if (out.numel() == 0) return;
+    Operands ops;
+    ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
+    collect_leaves(e, ops);
+    run_rows(ops, const_cast<E*>(&e), [](void* self, const RowCtx& c, int64_t cnt, bool unit) {
+      const E& ex = *static_cast<const E*>(self);
+      R* o = static_cast<R*>(const_cast<void*>(c.base[0])) + c.off[0];
+      if constexpr (eigen_able<E>::value) {
+        if (unit) {
+          Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o, cnt);
+          m = cast_eigen<R>(eval_eigen<1>(ex, c, cnt));
+          return;
         }
       }
+      const int64_t s = c.inner[0];
+      for (int64_t i = 0; i < cnt; ++i) o[i * s] = convert<R>(eval_at<1>(ex, c, i));
     });
   }
 }

@@ -416,6 +416,22 @@ struct CastOp {
   auto vec(const A& a) const { return a.template cast<compute_t<U>>(); }
   template <class O, class X> auto d0(const O&, const X&) const { return 1; }
 };
+// float8 conversion that sends finite overflow (and inf) to the largest finite value
+// instead of NaN / inf; NaN stays NaN.
+template <class U>
+struct SaturatingCastOp {
+  static_assert(is_fp8_v<U>, "reel::saturating_cast: the target must be a float8 type");
+  template <class A> using result = U;
+  template <class A> using compute = compute_t<A>;
+  template <class C> auto apply(C x) const {
+    double v = static_cast<double>(real_t<C>(std::real(x)));
+    if constexpr (std::is_same_v<U, float8_e4m3fn>)
+      return to_float8_e4m3fn(v, true);
+    else
+      return to_float8_e5m2(v, true);
+  }
+};
+
 template <class T>
 struct NanToNumOp : SameTypeRule {
   using R = real_t<compute_t<T>>;
@@ -562,6 +578,10 @@ auto sign(const X& x) {
 template <class U, TensorLike X>
 auto cast(const X& x) {
   return make_expr(CastOp<U>{}, x);
+}
+template <class U, TensorLike X>
+auto saturating_cast(const X& x) {
+  return make_expr(SaturatingCastOp<U>{}, x);
 }
 // For derivative rules written generically: a number stays a number.
 template <class U, class S>
