@@ -107,6 +107,41 @@ inline std::ostream& print_meta(std::ostream& os, const Shape& sizes, std::strin
   return os << (sizes.size() == 1 ? ",)" : ")") << suffix << ')';
 }
 
+// The element-type-independent part of printing: formats numbers already widened to
+// double (floats; complex as re/im pairs), long long or unsigned long long (integers).
+inline std::ostream& print_values(std::ostream& os, const Shape& sizes, std::string_view suffix,
+                                  const std::vector<double>* reals, bool complex,
+                                  const std::vector<long long>* ints, const std::vector<unsigned long long>* uints,
+                                  const std::vector<char>* bools) {
+  std::vector<std::string> strs;
+  std::vector<bool> width_of;
+  if (bools) {
+    for (char v : *bools) strs.push_back(v ? "True" : "False");
+    width_of.assign(strs.size(), true);
+  } else if (ints) {
+    for (long long v : *ints) strs.push_back(std::to_string(v));
+    width_of.assign(strs.size(), true);
+  } else if (uints) {
+    for (unsigned long long v : *uints) strs.push_back(std::to_string(v));
+    width_of.assign(strs.size(), true);
+  } else {
+    const auto& parts = *reals;
+    auto f = choose_format(parts);
+    size_t n = complex ? parts.size() / 2 : parts.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (complex) {
+        double re = parts[2 * i], im = parts[2 * i + 1];
+        strs.push_back(format_real(re, f) + (std::signbit(im) ? "-" : "+") + format_real(std::abs(im), f) + "j");
+        width_of.push_back(true);
+      } else {
+        strs.push_back(format_real(parts[i], f));
+        width_of.push_back(std::isfinite(parts[i]) && parts[i] != 0);
+      }
+    }
+  }
+  return print_tensor(os, strs, width_of, sizes, suffix);
+}
+
 }  // namespace detail
 
 template <class T, class D>
@@ -119,17 +154,18 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T, D>& t) {
     return detail::print_meta(os, t.sizes(), suffix);
   } else {
     auto vals = t.to_vector();
-    std::vector<std::string> strs;
-    std::vector<bool> width_of;
-    strs.reserve(vals.size());
     if constexpr (std::is_same_v<T, bool>) {
-      for (bool v : vals) strs.push_back(v ? "True" : "False");
-      width_of.assign(vals.size(), true);
+      std::vector<char> b(vals.begin(), vals.end());
+      return detail::print_values(os, t.sizes(), suffix, nullptr, false, nullptr, nullptr, &b);
+    } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      std::vector<long long> v(vals.begin(), vals.end());
+      return detail::print_values(os, t.sizes(), suffix, nullptr, false, &v, nullptr, nullptr);
     } else if constexpr (std::is_integral_v<T>) {
-      for (T v : vals) strs.push_back(std::to_string(v));
-      width_of.assign(vals.size(), true);
+      std::vector<unsigned long long> v(vals.begin(), vals.end());
+      return detail::print_values(os, t.sizes(), suffix, nullptr, false, nullptr, &v, nullptr);
     } else {
       std::vector<double> parts;
+      parts.reserve(vals.size() * (is_complex_v<T> ? 2 : 1));
       for (const T& v : vals) {
         if constexpr (is_complex_v<T>) {
           parts.push_back(static_cast<double>(v.real()));
@@ -138,19 +174,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T, D>& t) {
           parts.push_back(convert<double>(v));
         }
       }
-      auto f = detail::choose_format(parts);
-      for (size_t i = 0; i < vals.size(); ++i) {
-        if constexpr (is_complex_v<T>) {
-          double re = parts[2 * i], im = parts[2 * i + 1];
-          strs.push_back(detail::format_real(re, f) + (std::signbit(im) ? "-" : "+") + detail::format_real(std::abs(im), f) + "j");
-          width_of.push_back(true);
-        } else {
-          strs.push_back(detail::format_real(parts[i], f));
-          width_of.push_back(std::isfinite(parts[i]) && parts[i] != 0);
-        }
-      }
+      return detail::print_values(os, t.sizes(), suffix, &parts, is_complex_v<T>, nullptr, nullptr, nullptr);
     }
-    return detail::print_tensor(os, strs, width_of, t.sizes(), suffix);
   }
 }
 
