@@ -2,7 +2,7 @@
 // AnyTensor: a tensor whose element type is known only at run time (loaded checkpoints,
 // foreign buffers). It shares the representation of Tensor<T, D>, so converting between
 // the two is a checked re-wrap, never a copy.
-#include "linalg_products.hpp"
+#include "products.hpp"
 
 namespace reel {
 

@@ -4,7 +4,7 @@
 #include "tensor.hpp"
 #include "factories.hpp"
 #include "reductions.hpp"
-#include "linalg_products.hpp"
+#include "products.hpp"
 #include "any_tensor.hpp"
 #include "eigen_interop.hpp"
 #include "nn/functional.hpp"

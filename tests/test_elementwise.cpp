@@ -144,6 +144,14 @@ TEST_CASE("integer arithmetic") {
   CHECK(Tensor<int32_t>(sign(a)).to_vector() == std::vector<int32_t>{1, -1, 1});
   CHECK(Tensor<int16_t>(tensor<uint8_t>({200}) + tensor<int8_t>({-100})).to_vector() == std::vector<int16_t>{100});
   CHECK(Tensor<uint8_t>(tensor<uint8_t>({250}) + 10).to_vector() == std::vector<uint8_t>{4});  // wraps like PyTorch
+  // signed overflow wraps too (no undefined behaviour: the sanitizer run checks)
+  const int32_t imax = std::numeric_limits<int32_t>::max(), imin = std::numeric_limits<int32_t>::min();
+  CHECK(Tensor<int32_t>(tensor<int32_t>({imax}) + 1).to_vector() == std::vector<int32_t>{imin});
+  CHECK(Tensor<int32_t>(tensor<int32_t>({imin}) - 1).to_vector() == std::vector<int32_t>{imax});
+  CHECK(Tensor<int32_t>(-tensor<int32_t>({imin})).to_vector() == std::vector<int32_t>{imin});
+  CHECK(Tensor<int32_t>(abs(tensor<int32_t>({imin}))).to_vector() == std::vector<int32_t>{imin});
+  CHECK(Tensor<int64_t>(tensor<int64_t>({int64_t(1) << 62}) * 4).to_vector() == std::vector<int64_t>{0});
+  CHECK(Tensor<int16_t>(square(tensor<int16_t>({300}))).to_vector() == std::vector<int16_t>{static_cast<int16_t>(90000 - 65536 * 1)});
 }
 
 TEST_CASE("rounding, sign, relu, comparisons, where, nan_to_num") {

@@ -1,6 +1,6 @@
 #pragma once
 // nn::functional: activations and small building blocks written with reel ops.
-#include "../linalg_products.hpp"
+#include "../products.hpp"
 
 namespace reel {
 

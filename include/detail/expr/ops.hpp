@@ -28,14 +28,24 @@ template <class C> bool is_nan(const C& x) {
   else
     return false;
 }
-template <class T, const char* Fn>
-constexpr void require_ordered() {
-  static_assert(!is_complex_v<T>, "reel: this op needs ordered values, and complex numbers have no order");
+// Signed integer arithmetic wraps modulo 2^n, as in PyTorch; done in unsigned arithmetic
+// because signed overflow is undefined behaviour in C++.
+template <class C> inline constexpr bool wraps_v = std::is_integral_v<C> && std::is_signed_v<C> && !std::is_same_v<C, bool>;
+template <class C> C wrap_add(C a, C b) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
 }
-template <class T>
-constexpr void require_real(const char*) {
-  static_assert(!is_complex_v<T>, "reel: this op needs ordered values, and complex numbers have no order");
+template <class C> C wrap_sub(C a, C b) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
 }
+template <class C> C wrap_mul(C a, C b) {
+  using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+}
+// Eigen's vector forms are used for every type but signed integers (whose scalar tail
+// would overflow in signed arithmetic).
+template <class C> inline constexpr bool vec_arith_v = !wraps_v<C>;
 }  // namespace detail
 
 // Complex numbers have no order: ops that compare magnitudes refuse them at compile time.
@@ -45,14 +55,28 @@ constexpr void require_real(const char*) {
 
 // ================================================================== arithmetic
 struct AddOp : SameTypeRule {
-  template <class C> C apply(C a, C b) const { return a + b; }
-  template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a + b; }
+  template <class C> C apply(C a, C b) const {
+    if constexpr (detail::wraps_v<C>)
+      return detail::wrap_add(a, b);
+    else
+      return a + b;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a, const B& b) const { return a + b; }
   template <class O, class A, class B> auto d0(const O&, const A&, const B&) const { return 1; }
   template <class O, class A, class B> auto d1(const O&, const A&, const B&) const { return 1; }
 };
 struct SubOp : SameTypeRule {
-  template <class C> C apply(C a, C b) const { return a - b; }
-  template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a - b; }
+  template <class C> C apply(C a, C b) const {
+    if constexpr (detail::wraps_v<C>)
+      return detail::wrap_sub(a, b);
+    else
+      return a - b;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a, const B& b) const { return a - b; }
   template <class O, class A, class B> auto d0(const O&, const A&, const B&) const { return 1; }
   template <class O, class A, class B> auto d1(const O&, const A&, const B&) const { return -1; }
 };
@@ -60,10 +84,14 @@ struct MulOp : SameTypeRule {
   template <class C> C apply(C a, C b) const {
     if constexpr (std::is_same_v<C, bool>)
       return a && b;
+    else if constexpr (detail::wraps_v<C>)
+      return detail::wrap_mul(a, b);
     else
       return a * b;
   }
-  template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a * b; }
+  template <class C, class A, class B>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a, const B& b) const { return a * b; }
   template <class O, class A, class B> auto d0(const O&, const A&, const B& b) const { return b; }
   template <class O, class A, class B> auto d1(const O&, const A& a, const B&) const { return a; }
 };
@@ -74,8 +102,15 @@ struct DivOp : FloatRule {  // true division, as torch.div
   template <class O, class A, class B> auto d1(const O& out, const A&, const B& b) const { return -out / b; }
 };
 struct NegOp : SameTypeRule {
-  template <class C> C apply(C a) const { return -a; }
-  template <class C, class A> auto vec(const A& a) const { return -a; }
+  template <class C> C apply(C a) const {
+    if constexpr (detail::wraps_v<C>)
+      return detail::wrap_sub(C(0), a);
+    else
+      return -a;
+  }
+  template <class C, class A>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a) const { return -a; }
   template <class O, class A> auto d0(const O&, const A&) const { return -1; }
 };
 struct PowOp : SameTypeRule {
@@ -133,8 +168,15 @@ REEL_FLOAT_UNARY(reciprocal, ReciprocalOp, C(1) / x, a.inverse(), -square(out))
 
 // ================================================================== same-type unary
 struct SquareOp : SameTypeRule {
-  template <class C> C apply(C x) const { return x * x; }
-  template <class C, class A> auto vec(const A& a) const { return a.square(); }
+  template <class C> C apply(C x) const {
+    if constexpr (detail::wraps_v<C>)
+      return detail::wrap_mul(x, x);
+    else
+      return x * x;
+  }
+  template <class C, class A>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a) const { return a.square(); }
   template <class O, class X> auto d0(const O&, const X& x) const { return 2 * x; }
 };
 struct ReluOp : SameTypeRule {
@@ -150,11 +192,13 @@ struct AbsOp : ToRealRule {
   template <class C> auto apply(C x) const {
     if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>)
       return x;
+    else if constexpr (detail::wraps_v<C>)
+      return x < 0 ? detail::wrap_sub(C(0), x) : x;  // abs(INT_MIN) wraps to INT_MIN
     else
       return std::abs(x);
   }
   template <class C, class A>
-    requires(std::is_signed_v<C> || is_complex_v<C>)
+    requires(std::is_floating_point_v<C> || is_complex_v<C>)
   auto vec(const A& a) const { return a.abs(); }
   template <class O, class X> auto d0(const O&, const X& x) const { return sgn(x); }
 };
