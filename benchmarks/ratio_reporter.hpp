@@ -12,8 +12,15 @@ namespace reel_bench {
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& r : runs)
-      if (r.run_type == Run::RT_Iteration && !r.error_occurred) times_[r.benchmark_name()] = r.GetAdjustedRealTime();
+    // With --benchmark_repetitions the median is used, otherwise the single run.
+    for (const auto& r : runs) {
+      if (r.error_occurred) continue;
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")
+        medians_[r.run_name.str()] = r.GetAdjustedRealTime();
+      else if (r.run_type == Run::RT_Iteration)
+        times_[r.run_name.str()] = r.GetAdjustedRealTime();
+    }
+    for (const auto& [k, v] : medians_) times_[k] = v;
     ConsoleReporter::ReportRuns(runs);
   }
   void print_ratios() const {
@@ -31,7 +38,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
  private:
-  std::map<std::string, double> times_;
+  std::map<std::string, double> times_, medians_;
 };
 
 inline int run(int argc, char** argv) {
