@@ -6,17 +6,7 @@
 namespace reel {
 
 namespace detail {
-template <class T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-// Operands are mapped with unit inner stride only (others are copied first): one GEMM
-// instantiation per type, and no hidden temporaries inside Eigen.
-template <class T>
-using RowMap = Eigen::Map<const RowMat<T>, 0, Eigen::OuterStride<>>;
-
-template <class T>
-RowMap<T> map2d(const T* p, int64_t r, int64_t c, int64_t sr) {
-  return RowMap<T>(p, r, c, Eigen::OuterStride<>(std::max<int64_t>(sr, c)));
-}
+// Operands need unit inner stride (others are copied first).
 template <class T, class D>
 Tensor<T, D> unit_inner(const Tensor<T, D>& t) {
   return (t.stride(-1) == 1 || t.size(-1) <= 1) && (t.stride(-2) >= t.size(-1) || t.size(-2) <= 1) ? t : t.contiguous();
@@ -29,34 +19,53 @@ void check_matmul_types() {
   static_assert(!std::is_same_v<D, CUDA>, "reel::matmul: CUDA matmul needs <cuda.hpp>");
 }
 
+// C[m, n] = A[m, k] B[k, n], all row-major with unit inner stride. Calls Eigen's GEMM
+// kernel directly: the dispatch in front of it (lazy and matrix-vector products) costs a
+// second per translation unit to compile and is not needed here. Small products use a plain
+// loop; large ones split the rows of C between threads.
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, T(0));
+  if (m == 0 || n == 0 || k == 0) return;
+  if (m * n * k <= 32 * 32 * 32) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) {
+        const T a = A[i * lda + p];
+        for (int64_t j = 0; j < n; ++j) C[i * ldc + j] += a * B[p * ldb + j];
+      }
+    return;
+  }
+  using namespace Eigen::internal;
+  using G = general_matrix_matrix_product<Eigen::Index, T, Eigen::RowMajor, false, T, Eigen::RowMajor, false,
+                                          Eigen::RowMajor, 1>;
+  auto rows = [&](int64_t r0, int64_t r1) {
+    gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(r1 - r0, n, k, 1, true);
+    G::run(r1 - r0, n, k, A + r0 * lda, lda, B, ldb, C + r0 * ldc, 1, ldc, T(1), blocking, nullptr);
+  };
+  // enough rows per thread to keep the kernel's panels full
+  parallel_range(m, rows, std::max<int64_t>(64, (int64_t(1) << 22) / std::max<int64_t>(n * k, 1)));
+}
+
 // out[b] = a[b] @ c[b] for 3-d operands whose batch dims already agree.
 template <class T, class D>
 Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
-  auto a = unit_inner(a0), b = unit_inner(b0);
-  int64_t B = a.size(0), n = a.size(1), k = a.size(2), m = b.size(2);
+  int64_t B = a0.size(0), n = a0.size(1), k = a0.size(2), m = b0.size(2);
   auto out = empty<T, D>({B, n, m});
   if constexpr (!std::is_same_v<D, Meta>) {
     if (out.numel() == 0) return out;
-    if (k == 0) {
-      out.zero_();
-      return out;
-    }
+    using C = compute_t<T>;  // reduced floats multiply in float
+    auto a = unit_inner(a0.template to<C>()), b = unit_inner(b0.template to<C>());
+    auto o = std::is_same_v<C, T> ? Tensor<C, D>(out.impl_ptr()) : empty<C, D>({B, n, m});
     auto run = [&](int64_t i) {
-      Eigen::Map<RowMat<T>> o(out.data_ptr() + i * n * m, n, m);
-      if constexpr (is_reduced_float_v<T>) {
-        RowMat<float> af = map2d(a.data_ptr() + i * a.stride(0), n, k, a.stride(1)).template cast<float>();
-        RowMat<float> bf = map2d(b.data_ptr() + i * b.stride(0), k, m, b.stride(1)).template cast<float>();
-        o = (af * bf).template cast<T>();
-      } else {
-        o.noalias() = map2d(a.data_ptr() + i * a.stride(0), n, k, a.stride(1)) *
-                      map2d(b.data_ptr() + i * b.stride(0), k, m, b.stride(1));
-      }
+      gemm<C>(n, m, k, a.data_ptr() + i * a.stride(0), std::max<int64_t>(a.stride(1), k), b.data_ptr() + i * b.stride(0),
+              std::max<int64_t>(b.stride(1), m), o.mutable_data_ptr() + i * n * m, m);
     };
-    // Many small products: one per thread; few large ones: Eigen parallelizes inside.
+    // Many small products: one per thread; few large ones: threads inside each.
     if (B > 1 && n * m * k < (int64_t(1) << 18))
       parallel_range(B, [&](int64_t s, int64_t e) { for (int64_t i = s; i < e; ++i) run(i); }, 1);
     else
       for (int64_t i = 0; i < B; ++i) run(i);
+    if constexpr (!std::is_same_v<C, T>) out.copy_(o);
   }
   return out;
 }

@@ -123,6 +123,36 @@ bool nan_greater(const T& a, const T& b) {  // strict "a > b" where NaN is the l
   if (is_nan(b)) return false;
   return a > b;
 }
+
+// Orders indices of one line by value through a function pointer, so std::stable_sort
+// and std::partial_sort are compiled once for every element type (compile time).
+struct IndexOrder {
+  const void* line;
+  bool (*greater)(const void*, int64_t, int64_t);
+  bool descending;
+  bool operator()(int64_t i, int64_t j) const {  // i before j
+    return descending ? greater(line, i, j) : greater(line, j, i);
+  }
+};
+template <class T>
+bool greater_at(const void* line, int64_t i, int64_t j) {
+  const T* p = static_cast<const T*>(line);
+  return nan_greater(convert<compute_t<T>>(p[i]), convert<compute_t<T>>(p[j]));
+}
+// Sorts perm (indices of a line) stably by value; `k < n`: only the first k, ties by index.
+inline void order_line(std::vector<int64_t>& perm, IndexOrder ord, int64_t k) {
+  std::iota(perm.begin(), perm.end(), 0);
+  if (k >= static_cast<int64_t>(perm.size())) {
+    std::stable_sort(perm.begin(), perm.end(), ord);
+  } else {
+    auto tie_break = [&](int64_t i, int64_t j) {
+      if (ord(i, j)) return true;
+      if (ord(j, i)) return false;
+      return i < j;
+    };
+    std::partial_sort(perm.begin(), perm.begin() + k, perm.end(), tie_break);
+  }
+}
 }  // namespace detail
 
 // ------------------------------------------------------------------ sum / mean / prod
@@ -363,10 +393,7 @@ auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
       std::vector<int64_t> perm(len);
       for (int64_t l = b; l < e; ++l) {
         const T* line = s + l * len;
-        std::iota(perm.begin(), perm.end(), 0);
-        std::stable_sort(perm.begin(), perm.end(), [&](int64_t i, int64_t j) {
-          return descending ? detail::nan_greater(line[i], line[j]) : detail::nan_greater(line[j], line[i]);
-        });
+        detail::order_line(perm, {line, &detail::greater_at<T>, descending}, len);
         for (int64_t i = 0; i < len; ++i) {
           vo[l * len + i] = line[perm[i]];
           io[l * len + i] = perm[i];
@@ -403,12 +430,7 @@ auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool so
       std::vector<int64_t> perm(len);
       for (int64_t l = b; l < e; ++l) {
         const T* line = s + l * len;
-        std::iota(perm.begin(), perm.end(), 0);
-        auto cmp = [&](int64_t i, int64_t j) {
-          bool g = largest ? detail::nan_greater(line[i], line[j]) : detail::nan_greater(line[j], line[i]);
-          return g || (!detail::nan_greater(line[i], line[j]) && !detail::nan_greater(line[j], line[i]) && i < j);
-        };
-        std::partial_sort(perm.begin(), perm.begin() + k, perm.end(), cmp);
+        detail::order_line(perm, {line, &detail::greater_at<T>, largest}, k);
         for (int64_t i = 0; i < k; ++i) {
           vo[l * k + i] = line[perm[i]];
           io[l * k + i] = perm[i];

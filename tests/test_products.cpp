@@ -59,3 +59,28 @@ TEST_CASE("integer and half matmul") {
   auto h = a.to<half>();
   CHECK(matmul(h, h).to<float>().to_vector() == std::vector<float>{7, 10, 15, 22});
 }
+
+TEST_CASE("large products go through the blocked kernel, split between threads") {
+  Generator g(3);
+  for (auto [n, k, m] : {std::tuple<int64_t, int64_t, int64_t>{100, 70, 90}, {300, 200, 150}, {33, 1, 40}}) {
+    auto a = randn<double>({n, k}, g);
+    auto b = randn<double>({k, m}, g);
+    auto want = naive(a.to_vector(), b.to_vector(), n, k, m);
+    auto c = matmul(a, b).to_vector();
+    auto ct = matmul(a.mT().contiguous().mT(), b.mT().contiguous().mT()).to_vector();  // copied to row-major first
+    double err = 0;
+    for (size_t i = 0; i < want.size(); ++i) err = std::max({err, std::abs(c[i] - want[i]), std::abs(ct[i] - want[i])});
+    CHECK(err < 1e-11);
+  }
+  auto x = randn<float>({4, 64, 48}, g);
+  auto y = randn<float>({4, 48, 80}, g);
+  auto z = bmm(x, y);
+  auto want = naive(x[2].contiguous().to_vector(), y[2].contiguous().to_vector(), 64, 48, 80);
+  auto got = z[2].contiguous().to_vector();
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-4));
+  auto hi = randint<int32_t>(-5, 5, {50, 60}, g);
+  auto hj = randint<int32_t>(-5, 5, {60, 40}, g);
+  auto iw = naive(hi.to_vector(), hj.to_vector(), 50, 60, 40);
+  auto ig = matmul(hi, hj).to_vector();
+  for (size_t i = 0; i < iw.size(); ++i) CHECK(ig[i] == static_cast<int32_t>(iw[i]));
+}
