@@ -7,4 +7,5 @@
 #include "products.hpp"
 #include "any_tensor.hpp"
 #include "eigen_interop.hpp"
+#include "asarray.hpp"
 #include "nn/functional.hpp"

@@ -428,10 +428,9 @@ struct ClampOp : SameTypeRule {
     return x;
   }
   template <class O, class X> auto d0(const O&, const X& x) const {
-    using V = detail::value_t<X>;
-    auto lo_ok = has_lo ? Bound(static_cast<double>(lo)) : Bound(-std::numeric_limits<double>::infinity());
-    auto hi_ok = has_hi ? Bound(static_cast<double>(hi)) : Bound(std::numeric_limits<double>::infinity());
-    return cast<V>(logical_and(ge(x, lo_ok.d), le(x, hi_ok.d)));
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    double lo_d = has_lo ? static_cast<double>(lo) : -inf, hi_d = has_hi ? static_cast<double>(hi) : inf;
+    return cast<detail::value_t<X>>(logical_and(ge(x, lo_d), le(x, hi_d)));
   }
 };
 
