@@ -373,64 +373,29 @@ auto cumsum(const X& xe, int64_t dim) {
   }
 }
 
-// sort along dim: stable; NaN sorts as the largest value (last ascending, first descending).
-template <TensorLike X>
-auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
-  using T = detail::value_t<X>;
-  REEL_REQUIRE_ORDERED(T, "sort");
-  using Dv = detail::device_t<X>;
-  auto x = detail::materialize(xe);
-  int64_t d = detail::wrap_dim(dim, x.dim(), "sort");
-  auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
-  auto vals = empty<T, Dv>(xt.sizes());
-  auto idx = empty<int64_t, Dv>(xt.sizes());
-  if constexpr (!std::is_same_v<Dv, Meta>) {
-    int64_t len = xt.size(-1), lines = len ? xt.numel() / len : 0;
-    const T* s = xt.data_ptr();
-    T* vo = vals.data_ptr();
-    int64_t* io = idx.data_ptr();
-    detail::parallel_range(lines, [&](int64_t b, int64_t e) {
-      std::vector<int64_t> perm(len);
-      for (int64_t l = b; l < e; ++l) {
-        const T* line = s + l * len;
-        detail::order_line(perm, {line, &detail::greater_at<T>, descending}, len);
-        for (int64_t i = 0; i < len; ++i) {
-          vo[l * len + i] = line[perm[i]];
-          io[l * len + i] = perm[i];
-        }
-      }
-    }, 16);
-  }
-  if (x.dim() == 0) return ValuesIndices<T, Dv>{vals.reshape({}), idx.reshape({})};
-  return ValuesIndices<T, Dv>{vals.transpose(d, -1).contiguous(), idx.transpose(d, -1).contiguous()};
-}
-
-// The k largest (or smallest) along dim, sorted.
-template <TensorLike X>
-auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) {
-  using T = detail::value_t<X>;
-  REEL_REQUIRE_ORDERED(T, "topk");
-  using Dv = detail::device_t<X>;
-  (void)sorted;  // always sorted: the cheapest order to produce here, and the least surprising
-  auto x = detail::materialize(xe);
-  int64_t d = detail::wrap_dim(dim, x.dim(), "topk");
+namespace detail {
+// The first k of every line along `dim` in value order (k = the line length: a full
+// stable sort), with their indices.
+template <class T, class Dv>
+ValuesIndices<T, Dv> ordered_lines(const Tensor<T, Dv>& x, int64_t dim, int64_t k, bool descending, const char* fn) {
+  int64_t d = wrap_dim(dim, x.dim(), fn);
   int64_t n = x.dim() ? x.size(d) : 1;
-  REEL_CHECK(k >= 0 && k <= n, index_error, "topk: k (", k, ") is out of range for dimension ", d, " of size ", n);
+  REEL_CHECK(k >= 0 && k <= n, index_error, fn, ": k (", k, ") is out of range for dimension ", d, " of size ", n);
   auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
   Shape os = xt.sizes();
   os.back() = k;
   auto vals = empty<T, Dv>(os);
   auto idx = empty<int64_t, Dv>(os);
   if constexpr (!std::is_same_v<Dv, Meta>) {
-    int64_t len = n, lines = len ? xt.numel() / len : 0;
+    int64_t lines = n ? xt.numel() / n : 0;
     const T* s = xt.data_ptr();
     T* vo = vals.data_ptr();
     int64_t* io = idx.data_ptr();
-    detail::parallel_range(lines, [&](int64_t b, int64_t e) {
-      std::vector<int64_t> perm(len);
+    parallel_range(lines, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> perm(n);
       for (int64_t l = b; l < e; ++l) {
-        const T* line = s + l * len;
-        detail::order_line(perm, {line, &detail::greater_at<T>, largest}, k);
+        const T* line = s + l * n;
+        order_line(perm, {line, &greater_at<T>, descending}, k);
         for (int64_t i = 0; i < k; ++i) {
           vo[l * k + i] = line[perm[i]];
           io[l * k + i] = perm[i];
@@ -438,8 +403,26 @@ auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool so
       }
     }, 16);
   }
-  if (x.dim() == 0) return ValuesIndices<T, Dv>{vals.reshape({}), idx.reshape({})};
-  return ValuesIndices<T, Dv>{vals.transpose(d, -1).contiguous(), idx.transpose(d, -1).contiguous()};
+  if (x.dim() == 0) return {vals.reshape({}), idx.reshape({})};
+  return {vals.transpose(d, -1).contiguous(), idx.transpose(d, -1).contiguous()};
+}
+}  // namespace detail
+
+// sort along dim: stable; NaN sorts as the largest value (last ascending, first descending).
+template <TensorLike X>
+auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "sort");
+  auto x = detail::materialize(xe);
+  return detail::ordered_lines(x, dim, x.dim() ? x.size(dim) : 1, descending, "sort");
+}
+
+// The k largest (or smallest) along dim, always sorted (the `sorted` flag is accepted for
+// PyTorch compatibility); ties keep index order.
+template <TensorLike X>
+auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "topk");
+  (void)sorted;
+  return detail::ordered_lines(detail::materialize(xe), dim, k, largest, "topk");
 }
 
 // ------------------------------------------------------------------ histc

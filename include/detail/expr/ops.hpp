@@ -280,82 +280,47 @@ struct AngleOp {
 // maximum/minimum propagate NaN; fmax/fmin ignore it (NaN only when both are NaN).
 // Gradient: to the larger (smaller) input, split in half on ties; fmax/fmin send it all to
 // the non-NaN input, and to the first input when both are NaN.
-struct MaximumOp : SameTypeRule {
+template <bool Max, bool IgnoreNan>
+struct ExtremumOp : SameTypeRule {
   static constexpr bool requires_order = true;
   template <class C> C apply(C a, C b) const {
-    REEL_REQUIRE_ORDERED(C, "maximum");
-    if (detail::is_nan(a)) return a;
-    if (detail::is_nan(b)) return b;
-    return a < b ? b : a;
-  }
-  template <class C, class A, class B>
-    requires detail::vec_float_v<C>
-  auto vec(const A& a, const B& b) const { return a.binaryExpr(b, Eigen::internal::scalar_max_op<C, C, Eigen::PropagateNaN>()); }
-  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
-    return where(gt(a, b), 1.0, where(eq(a, b), 0.5, 0.0));
-  }
-  template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
-    return where(lt(a, b), 1.0, where(eq(a, b), 0.5, 0.0));
-  }
-};
-struct MinimumOp : SameTypeRule {
-  static constexpr bool requires_order = true;
-  template <class C> C apply(C a, C b) const {
-    REEL_REQUIRE_ORDERED(C, "minimum");
-    if (detail::is_nan(a)) return a;
-    if (detail::is_nan(b)) return b;
-    return b < a ? b : a;
-  }
-  template <class C, class A, class B>
-    requires detail::vec_float_v<C>
-  auto vec(const A& a, const B& b) const { return a.binaryExpr(b, Eigen::internal::scalar_min_op<C, C, Eigen::PropagateNaN>()); }
-  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
-    return where(lt(a, b), 1.0, where(eq(a, b), 0.5, 0.0));
-  }
-  template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
-    return where(gt(a, b), 1.0, where(eq(a, b), 0.5, 0.0));
-  }
-};
-struct FmaxOp : SameTypeRule {
-  static constexpr bool requires_order = true;
-  template <class C> C apply(C a, C b) const {
-    REEL_REQUIRE_ORDERED(C, "fmax");
-    if (detail::is_nan(a)) return b;
-    if (detail::is_nan(b)) return a;
-    return a < b ? b : a;
+    if (detail::is_nan(a)) return IgnoreNan ? b : a;
+    if (detail::is_nan(b)) return IgnoreNan ? a : b;
+    return (Max ? a < b : b < a) ? b : a;
   }
   template <class C, class A, class B>
     requires detail::vec_float_v<C>
   auto vec(const A& a, const B& b) const {
-    return a.binaryExpr(b, Eigen::internal::scalar_max_op<C, C, Eigen::PropagateNumbers>());
+    constexpr int P = IgnoreNan ? Eigen::PropagateNumbers : Eigen::PropagateNaN;
+    if constexpr (Max)
+      return a.binaryExpr(b, Eigen::internal::scalar_max_op<C, C, P>());
+    else
+      return a.binaryExpr(b, Eigen::internal::scalar_min_op<C, C, P>());
+  }
+  // 1 where x is selected over y, 1/2 on ties, else 0
+  template <class X, class Y> static auto share(const X& x, const Y& y) {
+    if constexpr (Max)
+      return where(gt(x, y), 1.0, where(eq(x, y), 0.5, 0.0));
+    else
+      return where(lt(x, y), 1.0, where(eq(x, y), 0.5, 0.0));
   }
   template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
-    return where(isnan(b), 1.0, where(isnan(a), 0.0, where(gt(a, b), 1.0, where(eq(a, b), 0.5, 0.0))));
+    if constexpr (IgnoreNan)
+      return where(isnan(b), 1.0, where(isnan(a), 0.0, share(a, b)));
+    else
+      return share(a, b);
   }
   template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
-    return where(isnan(b), 0.0, where(isnan(a), 1.0, where(lt(a, b), 1.0, where(eq(a, b), 0.5, 0.0))));
+    if constexpr (IgnoreNan)
+      return where(isnan(b), 0.0, where(isnan(a), 1.0, share(b, a)));
+    else
+      return share(b, a);
   }
 };
-struct FminOp : SameTypeRule {
-  static constexpr bool requires_order = true;
-  template <class C> C apply(C a, C b) const {
-    REEL_REQUIRE_ORDERED(C, "fmin");
-    if (detail::is_nan(a)) return b;
-    if (detail::is_nan(b)) return a;
-    return b < a ? b : a;
-  }
-  template <class C, class A, class B>
-    requires detail::vec_float_v<C>
-  auto vec(const A& a, const B& b) const {
-    return a.binaryExpr(b, Eigen::internal::scalar_min_op<C, C, Eigen::PropagateNumbers>());
-  }
-  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
-    return where(isnan(b), 1.0, where(isnan(a), 0.0, where(lt(a, b), 1.0, where(eq(a, b), 0.5, 0.0))));
-  }
-  template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
-    return where(isnan(b), 0.0, where(isnan(a), 1.0, where(gt(a, b), 1.0, where(eq(a, b), 0.5, 0.0))));
-  }
-};
+using MaximumOp = ExtremumOp<true, false>;
+using MinimumOp = ExtremumOp<false, false>;
+using FmaxOp = ExtremumOp<true, true>;
+using FminOp = ExtremumOp<false, true>;
 
 // A clamp bound given as a C++ number, kept exactly (int64, uint64 or double) until it is
 // saturated into the tensor's type: an out-of-range bound never wraps and never throws.
