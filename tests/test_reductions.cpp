@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <numeric>
+#include <sstream>
 #include <reel.hpp>
 
 using namespace reel;
@@ -143,4 +144,17 @@ TEST_CASE("cat and stack") {
   CHECK(stack({a, a}, 2).to_vector() == std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4});
   CHECK_THROWS_AS(cat({a, b}, 1), value_error);
   CHECK_THROWS_AS(stack({a, b}, 0), value_error);
+}
+
+TEST_CASE("reduced-precision element types reduce in float and print") {
+  auto b = tensor<bfloat16>({1.0, 2.0, 3.5});
+  CHECK(static_cast<float>(sum(b).item()) == 6.5f);
+  CHECK(static_cast<float>(amax(b).item()) == 3.5f);
+  CHECK(argmin(b).item() == 0);
+  auto f8 = tensor<float>({0.5, 1.5, -2}).to<float8_e4m3fn>();
+  CHECK(static_cast<float>(sum(f8).item()) == 0.0f);
+  CHECK(static_cast<float>(amin(f8).item()) == -2.0f);
+  std::ostringstream os;
+  os << f8;
+  CHECK(os.str() == "tensor([ 0.5000,  1.5000, -2.0000], dtype=torch.float8_e4m3fn)");
 }
