@@ -59,7 +59,7 @@ struct Literal {
     requires(is_cpp_scalar_v<S> || std::is_same_v<S, T>)
   Literal(S s) : v(convert<T>(s)) {}
 };
-template <class T> using literal3_t = std::conditional_t<is_reduced_float_v<T>, double, T>;
+template <class T> using plain_literal_t = std::conditional_t<is_reduced_float_v<T>, double, T>;
 }  // namespace detail
 
 template <class T, class D = CPU>
@@ -69,7 +69,7 @@ Tensor<T, D> tensor(std::initializer_list<detail::Literal<T>> l) {
   return from_vector<T, D>(v);
 }
 template <class T, class D = CPU>
-Tensor<T, D> tensor(std::initializer_list<std::initializer_list<detail::literal3_t<T>>> l) {
+Tensor<T, D> tensor(std::initializer_list<std::initializer_list<detail::plain_literal_t<T>>> l) {
   std::vector<T> v;
   int64_t inner = -1;
   for (const auto& row : l) {
@@ -81,7 +81,7 @@ Tensor<T, D> tensor(std::initializer_list<std::initializer_list<detail::literal3
   return from_vector<T, D>(v, {static_cast<int64_t>(l.size()), std::max<int64_t>(inner, 0)});
 }
 template <class T, class D = CPU>
-Tensor<T, D> tensor(std::initializer_list<std::initializer_list<std::initializer_list<detail::literal3_t<T>>>> l) {
+Tensor<T, D> tensor(std::initializer_list<std::initializer_list<std::initializer_list<detail::plain_literal_t<T>>>> l) {
   std::vector<T> v;
   int64_t mid = -1, inner = -1;
   for (const auto& plane : l) {

@@ -58,6 +58,14 @@ template <class D0, class... D> struct common_device<D0, D...> {
   using type = std::conditional_t<std::is_void_v<D0>, rest, D0>;
 };
 
+template <class Op> constexpr bool requires_order_f() {
+  if constexpr (requires { Op::requires_order; })
+    return Op::requires_order;
+  else
+    return false;
+}
+template <class Op> inline constexpr bool requires_order_v = requires_order_f<Op>();
+
 template <class... T> struct promote_all;
 template <class T> struct promote_all<T> { using type = T; };
 template <class A, class B, class... R> struct promote_all<A, B, R...> {
@@ -74,7 +82,7 @@ struct Expr : ExprBase {
   static_assert(!std::is_void_v<device_type>, "reel: an expression needs at least one tensor operand");
   // The type each argument is converted to before the op's scalar/vector form runs.
   using compute_type = typename Op::template compute<detail::value_t<Args>...>;
-  static_assert(!(requires { Op::requires_order; } && is_complex_v<compute_type>),
+  static_assert(!(detail::requires_order_v<Op> && is_complex_v<compute_type>),
                 "reel: complex numbers have no order, so this op (maximum, minimum, fmax, fmin, clamp, relu, "
                 "floor, ...) is not defined for complex tensors");
 

@@ -465,6 +465,7 @@ struct NanToNumOp : SameTypeRule {
 #define REEL_COMPARE(STRUCT, NAME, OPR, ORDERED)                                                   \
   struct STRUCT : PredicateRule {                                                                  \
     static constexpr bool differentiable = false;                                                  \
+    static constexpr bool requires_order = ORDERED;                                                \
     template <class C> bool apply(C a, C b) const {                                                \
       if constexpr (ORDERED) REEL_REQUIRE_ORDERED(C, NAME);                                        \
       return a OPR b;                                                                              \
