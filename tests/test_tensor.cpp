@@ -96,6 +96,10 @@ TEST_CASE("assignment rebinds, copy_ writes in place") {
   CHECK(alias.to_vector() == std::vector<float>{6, 13});
   alias.mul_(2.0f).sub_(b);
   CHECK(alias.to_vector() == std::vector<float>{9, 22});
+  alias.add_(1.0f).sub_(2.0f, 3.0f).div_(2.0f);
+  CHECK(alias.to_vector() == std::vector<float>{2, 8.5});
+  alias.sub_(b, 0.5f).add_(1.0f, 2.0f);
+  CHECK(alias.to_vector() == std::vector<float>{2.5, 8.5});
   // writing into a strided view
   auto m = zeros<int32_t>({2, 3});
   m.select(1, 1).copy_(tensor<int32_t>({5, 6}));

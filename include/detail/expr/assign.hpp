@@ -72,9 +72,10 @@ Tensor<T, D2> Tensor<T, D>::to_device() const {
   } else if constexpr (std::is_same_v<D2, Meta>) {
     return detail::make_tensor<T, Meta>(sizes());
   } else {
-    static_assert(std::is_same_v<D2, CPU> && !std::is_same_v<D, Meta>,
-                  "reel: to_device: meta tensors have no data to copy; CUDA copies need <cuda.hpp> compiled by nvcc");
-    return *this;
+    static_assert(std::is_same_v<D2, Meta>,
+                  "reel: to_device: meta tensors have no data to copy, and CPU <-> CUDA copies need the CUDA "
+                  "backend (<cuda.hpp>, compiled by nvcc)");
+    return {};
   }
 }
 template <class T, class D>
@@ -91,7 +92,9 @@ Tensor<T, D>& Tensor<T, D>::fill_(T v) {
 template <class T, class D>
 template <class E>
 Tensor<T, D>& Tensor<T, D>::add_(const E& o, T alpha) {
-  if (alpha == T(1))
+  if constexpr (is_cpp_scalar_v<E>)
+    detail::assign_expr(*this, make_expr(AddOp{}, *this, Scalar<T>(convert<T>(o) * alpha)));
+  else if (alpha == T(1))
     detail::assign_expr(*this, make_expr(AddOp{}, *this, o));
   else
     detail::assign_expr(*this, make_expr(AddOp{}, *this, make_expr(MulOp{}, o, Scalar<T>(alpha))));
@@ -100,7 +103,13 @@ Tensor<T, D>& Tensor<T, D>::add_(const E& o, T alpha) {
 template <class T, class D>
 template <class E>
 Tensor<T, D>& Tensor<T, D>::sub_(const E& o, T alpha) {
-  return add_(make_expr(NegOp{}, o), alpha);
+  if constexpr (is_cpp_scalar_v<E>)
+    detail::assign_expr(*this, make_expr(SubOp{}, *this, Scalar<T>(convert<T>(o) * alpha)));
+  else if (alpha == T(1))
+    detail::assign_expr(*this, make_expr(SubOp{}, *this, o));
+  else
+    detail::assign_expr(*this, make_expr(SubOp{}, *this, make_expr(MulOp{}, o, Scalar<T>(alpha))));
+  return *this;
 }
 template <class T, class D>
 template <class E>
