@@ -23,7 +23,7 @@ int main() {
   // Reductions and products
   std::cout << "sum over dim 1: " << sum(a, {1}) << "\n";
   std::cout << "a @ a^T =\n" << matmul(a, a.mT()) << "\n";
-  std::cout << "softmax:\n" << nn::functional::softmax(a, 1) << "\n";
+  std::cout << "softmax(a / 100):\n" << nn::functional::softmax(Tensor<float>(a / 100), 1) << "\n";
 
   // Exact reduced-precision ranges, rounded once
   std::cout << "linspace<half>(-2, 2, 10) = " << linspace<half>(-2, 2, 10) << "\n";

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <thread>
 #include <reel.hpp>
 
 using namespace reel;
@@ -223,4 +224,22 @@ TEST_CASE("expressions hold operands by value and never dangle") {
   Tensor<float> r = e;
   CHECK(r.to_vector() == std::vector<float>{4, 9});
   CHECK((tensor<float>({1, 2}) * 2).sum().item() == 6);
+}
+
+TEST_CASE("independent computations on two std::threads (each using the thread pool)") {
+  auto work = [](float seed, std::vector<float>& out) {
+    auto x = full<float>({1 << 18}, seed);
+    for (int i = 0; i < 20; ++i) x = Tensor<float>(x * 0.5f + 1.0f);
+    out = {sum(x).item(), amax(x).item()};
+  };
+  std::vector<float> r1, r2;
+  std::thread t1(work, 1.0f, std::ref(r1)), t2(work, 3.0f, std::ref(r2));
+  t1.join();
+  t2.join();
+  // x_k = 2 + (x0 - 2) / 2^k
+  const double k = 1.0 / (1 << 20);
+  CHECK(r1[1] == doctest::Approx(2 - 1 * k));
+  CHECK(r2[1] == doctest::Approx(2 + 1 * k));
+  CHECK(r1[0] == doctest::Approx((2 - k) * (1 << 18)));
+  CHECK(r2[0] == doctest::Approx((2 + k) * (1 << 18)));
 }
