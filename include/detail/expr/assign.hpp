@@ -89,26 +89,28 @@ Tensor<T, D>& Tensor<T, D>::fill_(T v) {
   detail::assign_expr(*this, Scalar<T>(v));
   return *this;
 }
+namespace detail {
+// x = x op (o * alpha), for add_ and sub_.
+template <class Op, class T, class D, class E>
+void axpy_(const Tensor<T, D>& x, const E& o, T alpha) {
+  if constexpr (is_cpp_scalar_v<E>)
+    assign_expr(x, make_expr(Op{}, x, Scalar<T>(convert<T>(o) * alpha)));
+  else if (alpha == T(1))
+    assign_expr(x, make_expr(Op{}, x, o));
+  else
+    assign_expr(x, make_expr(Op{}, x, make_expr(MulOp{}, o, Scalar<T>(alpha))));
+}
+}  // namespace detail
 template <class T, class D>
 template <class E>
 Tensor<T, D>& Tensor<T, D>::add_(const E& o, T alpha) {
-  if constexpr (is_cpp_scalar_v<E>)
-    detail::assign_expr(*this, make_expr(AddOp{}, *this, Scalar<T>(convert<T>(o) * alpha)));
-  else if (alpha == T(1))
-    detail::assign_expr(*this, make_expr(AddOp{}, *this, o));
-  else
-    detail::assign_expr(*this, make_expr(AddOp{}, *this, make_expr(MulOp{}, o, Scalar<T>(alpha))));
+  detail::axpy_<AddOp>(*this, o, alpha);
   return *this;
 }
 template <class T, class D>
 template <class E>
 Tensor<T, D>& Tensor<T, D>::sub_(const E& o, T alpha) {
-  if constexpr (is_cpp_scalar_v<E>)
-    detail::assign_expr(*this, make_expr(SubOp{}, *this, Scalar<T>(convert<T>(o) * alpha)));
-  else if (alpha == T(1))
-    detail::assign_expr(*this, make_expr(SubOp{}, *this, o));
-  else
-    detail::assign_expr(*this, make_expr(SubOp{}, *this, make_expr(MulOp{}, o, Scalar<T>(alpha))));
+  detail::axpy_<SubOp>(*this, o, alpha);
   return *this;
 }
 template <class T, class D>
