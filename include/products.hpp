@@ -1,6 +1,7 @@
 #pragma once
-// matmul and friends through Eigen's GEMM. Operands are mapped in place (any strides);
-// reduced floats are multiplied in float and rounded once, as PyTorch does on the CPU.
+// matmul and friends through Eigen's GEMM kernel. Row-major operands are used in place,
+// others are copied to row-major first; reduced floats are multiplied in float and rounded
+// once, as PyTorch does on the CPU.
 #include "reductions.hpp"
 
 namespace reel {
