@@ -64,13 +64,6 @@ void append_arg(std::string& s, const T& v) {
     s += os.str();
   }
 }
-template <class... Args>
-std::string cat_str(const Args&... args) {
-  std::string s;
-  (append_arg(s, args), ...);
-  return s;
-}
-
 // A message piece by reference plus its formatter: error sites pass these to one
 // non-template function, so each site costs a few instructions, not a formatting routine.
 struct MsgArg {
@@ -82,7 +75,8 @@ struct MsgArg {
   }
   template <class T>
   MsgArg(const T& v) : p(&v), fmt(&fmt_impl<T>) {}
-  MsgArg(const char* v) : p(v), fmt([](std::string& s, const void* q) { s += static_cast<const char*>(q); }) {}
+  // string literals point at their characters (not the array), so one formatter serves all lengths
+  MsgArg(const char* v) : p(v), fmt([](std::string& s, const void* q) { append_arg(s, static_cast<const char*>(q)); }) {}
 };
 template <class E>
 [[noreturn]] void throw_as(std::string m) {

@@ -209,15 +209,6 @@ inline Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
-// Strides of a tensor with (sizes, strides) seen through a broadcast to `out`:
-// missing leading dims and size-1 dims get stride 0.
-inline Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& out) {
-  Shape r(out.size(), 0);
-  int64_t off = out.size() - sizes.size();
-  for (int64_t i = 0; i < sizes.size(); ++i) r[i + off] = sizes[i] == 1 ? 0 : strides[i];
-  return r;
-}
-
 // Element offset of the idx-th element (row-major order) of a strided tensor. All 64-bit.
 inline int64_t linear_to_offset(int64_t idx, const Shape& sizes, const Shape& strides) {
   int64_t off = 0;
