@@ -70,6 +70,28 @@ Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
   }
   return out;
 }
+// bmm with autograd: d(A B) = dA B + A dB; the adjoints are G B^H and A^H G.
+template <class T, class D>
+Tensor<T, D> bmm_rec(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  if (!a.impl().autograd && !b.impl().autograd) return bmm_impl(a, b);
+  auto adj = [](const Tensor<T, D>& m) {
+    if constexpr (is_complex_v<T>)
+      return Tensor<T, D>(conj(m.mT()));
+    else
+      return m.mT();
+  };
+  return record_fn(
+      bmm_impl(a.detach(), b.detach()), "BmmBackward", {a, b}, {a, b},
+      [a, b, adj](const Tensor<T, D>& g) {
+        return std::vector<Tensor<T, D>>{a.requires_grad() ? bmm_rec(g, adj(b)) : Tensor<T, D>(),
+                                         b.requires_grad() ? bmm_rec(adj(a), g) : Tensor<T, D>()};
+      },
+      [a, b](const std::vector<Tensor<T, D>>& t) {
+        if (!t[0].defined()) return bmm_rec(a, t[1]);
+        if (!t[1].defined()) return bmm_rec(t[0], b);
+        return Tensor<T, D>(bmm_rec(t[0], b) + bmm_rec(a, t[1]));
+      });
+}
 }  // namespace detail
 
 template <class T, class D>
@@ -78,7 +100,7 @@ Tensor<T, D> mm(const Tensor<T, D>& a, const Tensor<T, D>& b) {
   REEL_CHECK(a.dim() == 2 && b.dim() == 2, value_error, "mm: expected 2-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
   REEL_CHECK(a.size(1) == b.size(0), value_error, "mm: shapes ", a.sizes(), " and ", b.sizes(),
              " cannot be multiplied (", a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
-  return detail::bmm_impl(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
+  return detail::bmm_rec(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
 }
 template <class T, class D>
 Tensor<T, D> bmm(const Tensor<T, D>& a, const Tensor<T, D>& b) {
@@ -86,7 +108,7 @@ Tensor<T, D> bmm(const Tensor<T, D>& a, const Tensor<T, D>& b) {
   REEL_CHECK(a.dim() == 3 && b.dim() == 3, value_error, "bmm: expected 3-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
   REEL_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), value_error, "bmm: shapes ", a.sizes(), " and ", b.sizes(),
              " cannot be multiplied");
-  return detail::bmm_impl(a, b);
+  return detail::bmm_rec(a, b);
 }
 template <class T, class D>
 Tensor<T, D> dot(const Tensor<T, D>& a, const Tensor<T, D>& b) {
@@ -130,7 +152,7 @@ Tensor<T, D> matmul(const Tensor<T, D>& a, const Tensor<T, D>& b) {
   eb.push_back(m);
   auto A3 = A.expand(ea).reshape({nb, n, k});
   auto B3 = B.expand(eb).reshape({nb, k, m});
-  auto out = detail::bmm_impl(A3, B3);
+  auto out = detail::bmm_rec(A3, B3);
   Shape os = batch;
   if (a.dim() > 1) os.push_back(n);
   if (b.dim() > 1) os.push_back(m);

@@ -72,6 +72,13 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
   return out;
 }
 
+// The gradient of a reduction, broadcast back to the input's shape.
+template <class T, class D>
+Tensor<T, D> unreduce(const Tensor<T, D>& g, const Shape& in_sizes, const Shape& dims) {
+  auto p = plan_reduce(in_sizes, dims, true, "backward");
+  return g.reshape(p.out_keep).expand(in_sizes);
+}
+
 template <class T>
 auto eigen_run(const T* p, int64_t n) {
   Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> m(p, n);
@@ -157,37 +164,97 @@ inline void order_line(std::vector<int64_t>& perm, IndexOrder ord, int64_t k) {
 
 // ------------------------------------------------------------------ sum / mean / prod
 template <TensorLike X>
-auto sum(const X& xe, Shape dims = {}, bool keepdim = false) {
+  requires is_tensor_v<X>
+Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> sum(const X& xe, Shape dims = {}, bool keepdim = false) {
   auto x = detail::materialize(xe);
   using T = detail::value_t<X>;
   using R = detail::sum_t<T>;
-  return detail::reduce_runs<R>(x, std::move(dims), keepdim, "sum",
-                                [](const T* p, int64_t n) { return detail::sum_run<R>(p, n); });
+  using D = detail::device_t<X>;
+  auto out = detail::reduce_runs<R>(x.detach(), dims, keepdim, "sum",
+                                    [](const T* p, int64_t n) { return detail::sum_run<R>(p, n); });
+  if constexpr (std::is_same_v<R, T>)
+    if (x.impl().autograd)
+      return detail::record_fn(
+          out, "SumBackward", {x}, {},
+          [in = x.sizes(), dims](const Tensor<T, D>& g) { return std::vector{detail::unreduce(g, in, dims)}; },
+          [dims, keepdim](const std::vector<Tensor<T, D>>& t) { return sum(t[0], dims, keepdim); });
+  return out;
+}
+template <class X>
+  requires is_expr_v<X>
+auto sum(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return sum(detail::materialize(xe), dims, keepdim);
 }
 
 template <TensorLike X>
-auto mean(const X& xe, Shape dims = {}, bool keepdim = false) {
+  requires is_tensor_v<X>
+Tensor<detail::value_t<X>, detail::device_t<X>> mean(const X& xe, Shape dims = {}, bool keepdim = false) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T> || is_complex_v<T>,
                 "reel::mean: could not infer output dtype; the input must be a floating point or complex tensor");
+  using D = detail::device_t<X>;
   auto x = detail::materialize(xe);
-  return detail::reduce_runs<T>(x, std::move(dims), keepdim, "mean", [](const T* p, int64_t n) {
+  auto out = detail::reduce_runs<T>(x.detach(), dims, keepdim, "mean", [](const T* p, int64_t n) {
     using C = compute_t<T>;
     if (n == 0) return convert<T>(C(std::numeric_limits<real_t<C>>::quiet_NaN()));
     return convert<T>(detail::sum_run<C>(p, n) / static_cast<real_t<C>>(n));
   });
+  if (x.impl().autograd) {
+    double n = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(out.numel(), 1));
+    return detail::record_fn(
+        out, "MeanBackward", {x}, {},
+        [in = x.sizes(), dims, n](const Tensor<T, D>& g) { return std::vector{detail::unreduce(Tensor<T, D>(g / n), in, dims)}; },
+        [dims, keepdim](const std::vector<Tensor<T, D>>& t) { return mean(t[0], dims, keepdim); });
+  }
+  return out;
+}
+template <class X>
+  requires is_expr_v<X>
+auto mean(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return mean(detail::materialize(xe), dims, keepdim);
 }
 
 template <TensorLike X>
-auto prod(const X& xe, Shape dims = {}, bool keepdim = false) {
+  requires is_tensor_v<X>
+Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> prod(const X& xe, Shape dims = {}, bool keepdim = false) {
   auto x = detail::materialize(xe);
   using T = detail::value_t<X>;
   using R = detail::sum_t<T>;
-  return detail::reduce_runs<R>(x, std::move(dims), keepdim, "prod", [](const T* p, int64_t n) {
+  using D = detail::device_t<X>;
+  auto out = detail::reduce_runs<R>(x.detach(), dims, keepdim, "prod", [](const T* p, int64_t n) {
     compute_t<R> acc(1);
     for (int64_t i = 0; i < n; ++i) acc *= convert<compute_t<R>>(p[i]);
     return convert<R>(acc);
   });
+  if constexpr (std::is_same_v<R, T>)
+    if (x.impl().autograd) {
+      // d prod / d x_i = prod / x_i: the rule needs nonzero inputs
+      auto check = [](const Tensor<T, D>& v) {
+        REEL_CHECK(!sum(cast<int64_t>(eq(v.detach(), T(0)))).item(), not_implemented_error,
+                   "prod: the derivative at inputs that are exactly zero is not implemented");
+      };
+      return detail::record_fn(
+          out, "ProdBackward", {x}, {x},
+          [x, dims, check](const Tensor<T, D>& g) {
+            check(x);
+            Tensor<T, D> p = prod(x, dims, true);
+            auto gk = g.reshape(p.sizes());
+            if constexpr (is_complex_v<T>)
+              return std::vector{Tensor<T, D>(gk * conj(p) / conj(x))};
+            else
+              return std::vector{Tensor<T, D>(gk * p / x)};
+          },
+          [x, dims, keepdim, check](const std::vector<Tensor<T, D>>& t) {
+            check(x);
+            return Tensor<T, D>(prod(x, dims, keepdim) * sum(Tensor<T, D>(t[0] / x), dims, keepdim));
+          });
+    }
+  return out;
+}
+template <class X>
+  requires is_expr_v<X>
+auto prod(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return prod(detail::materialize(xe), dims, keepdim);
 }
 
 // ------------------------------------------------------------------ amax / amin
@@ -213,21 +280,49 @@ T extreme_run(const T* p, int64_t n, const char* fn) {
 }
 }  // namespace detail
 
+namespace detail {
+// amax/amin: the gradient is shared evenly between the elements equal to the result.
+template <bool Max, class T, class D>
+Tensor<T, D> extreme(const Tensor<T, D>& x, const Shape& dims, bool keepdim) {
+  const char* fn = Max ? "amax" : "amin";
+  auto out = reduce_runs<T>(x.detach(), dims, keepdim, fn,
+                            [fn](const T* p, int64_t n) { return extreme_run<Max>(p, n, fn); });
+  if constexpr (autograd_type_v<T, D>) {
+    if (!x.impl().autograd) return out;
+    auto in = x.sizes();
+    Tensor<T, D> mask = cast<T>(eq(x.detach(), unreduce(out.detach(), in, dims)));
+    Tensor<T, D> count = sum(mask, dims, true);
+    Tensor<T, D> share = mask / unreduce(count, in, dims);
+    return record_fn(
+        out, Max ? "AmaxBackward" : "AminBackward", {x}, {},
+        [share, in, dims](const Tensor<T, D>& g) { return std::vector{Tensor<T, D>(share * unreduce(g, in, dims))}; },
+        [share, dims, keepdim](const std::vector<Tensor<T, D>>& t) { return sum(Tensor<T, D>(t[0] * share), dims, keepdim); });
+  }
+  return out;
+}
+}  // namespace detail
+
 template <TensorLike X>
+  requires is_tensor_v<X>
 auto amax(const X& xe, Shape dims = {}, bool keepdim = false) {
-  using T = detail::value_t<X>;
-  REEL_REQUIRE_ORDERED(T, "amax");
-  auto x = detail::materialize(xe);
-  return detail::reduce_runs<T>(x, std::move(dims), keepdim, "amax",
-                                [](const T* p, int64_t n) { return detail::extreme_run<true>(p, n, "amax"); });
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "amax");
+  return detail::extreme<true>(detail::materialize(xe), dims, keepdim);
+}
+template <class X>
+  requires is_expr_v<X>
+auto amax(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return amax(detail::materialize(xe), dims, keepdim);
 }
 template <TensorLike X>
+  requires is_tensor_v<X>
 auto amin(const X& xe, Shape dims = {}, bool keepdim = false) {
-  using T = detail::value_t<X>;
-  REEL_REQUIRE_ORDERED(T, "amin");
-  auto x = detail::materialize(xe);
-  return detail::reduce_runs<T>(x, std::move(dims), keepdim, "amin",
-                                [](const T* p, int64_t n) { return detail::extreme_run<false>(p, n, "amin"); });
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "amin");
+  return detail::extreme<false>(detail::materialize(xe), dims, keepdim);
+}
+template <class X>
+  requires is_expr_v<X>
+auto amin(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return amin(detail::materialize(xe), dims, keepdim);
 }
 // max(x) / min(x): the largest / smallest element as a 0-d tensor (NaN if any is NaN).
 template <TensorLike X> auto max(const X& x) {
@@ -283,35 +378,103 @@ struct ValuesIndices {
   Tensor<T, D> values;
   Tensor<int64_t, D> indices;
 };
+
+namespace detail {
+// Elements of x picked along `dim` by idx (whose shape is x's except along dim): gather,
+// and its adjoint scatter_add into zeros of x's shape. Each is the other's backward.
+template <bool Scatter, class T, class D>
+Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t, D>& idx, int64_t d, const Shape& out_sizes) {
+  auto out = empty<T, D>(out_sizes);
+  if constexpr (!std::is_same_v<D, Meta>) {
+    out.fill_(T(0));
+    if (out.numel() == 0 || idx.numel() == 0) return out;
+    auto st = src.detach().transpose(d, -1).contiguous();
+    auto it = idx.transpose(d, -1).contiguous();
+    auto ot = Scatter ? Tensor<T, D>(out.transpose(d, -1).contiguous()) : empty<T, D>(it.sizes());
+    int64_t k = it.size(-1), lines = it.numel() / k, n = Scatter ? ot.size(-1) : st.size(-1);
+    const T* s = st.data_ptr();
+    const int64_t* ip = it.data_ptr();
+    T* o = ot.data_ptr();
+    for (int64_t l = 0; l < lines; ++l)
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t i = ip[l * k + j];
+        REEL_CHECK(i >= 0 && i < n, index_error, "gather: index ", i, " is out of bounds for size ", n);
+        if constexpr (Scatter)
+          o[l * n + i] += s[l * k + j];
+        else
+          o[l * k + j] = s[l * n + i];
+      }
+    return ot.transpose(d, -1).contiguous();
+  }
+  return out;
+}
+template <class T, class D> Tensor<T, D> scatter_add_along(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d);
+template <class T, class D>
+Tensor<T, D> gather_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx, int64_t d) {
+  d = wrap_dim(d, x.dim(), "gather");
+  auto out = gather_scatter_primal<false>(x, idx, d, idx.sizes());
+  if (!x.impl().autograd) return out;
+  auto in = x.sizes();
+  return record_fn(
+      out, "GatherBackward", {x}, {},
+      [idx, d, in](const Tensor<T, D>& g) { return std::vector{scatter_add_along(in, idx, g, d)}; },
+      [idx, d](const std::vector<Tensor<T, D>>& t) { return gather_along(t[0], idx, d); });
+}
+template <class T, class D>
+Tensor<T, D> scatter_add_along(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d) {
+  auto out = gather_scatter_primal<true>(src, idx, d, sizes);
+  if (!src.impl().autograd) return out;
+  return record_fn(
+      out, "ScatterAddBackward", {src}, {},
+      [idx, d](const Tensor<T, D>& g) { return std::vector{gather_along(g, idx, d)}; },
+      [idx, d, sizes](const std::vector<Tensor<T, D>>& t) { return scatter_add_along(sizes, idx, t[0], d); });
+}
+template <class T, class D>
+ValuesIndices<T, D> select_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx_keep, int64_t dim, bool keepdim) {
+  int64_t d = x.dim() ? wrap_dim(dim, x.dim(), "max") : 0;
+  if (x.dim() == 0) return {x.clone(), idx_keep};
+  auto v = gather_along(x, idx_keep, d);
+  if (keepdim) return {v, idx_keep};
+  return {v.squeeze(d), idx_keep.squeeze(d)};
+}
+}  // namespace detail
 template <TensorLike X>
 auto max(const X& xe, int64_t dim, bool keepdim = false) {
   using T = detail::value_t<X>;
   REEL_REQUIRE_ORDERED(T, "max");
   auto x = detail::materialize(xe);
-  return ValuesIndices<T, detail::device_t<X>>{amax(x, {dim}, keepdim), argmax(x, dim, keepdim)};
+  auto idx = argmax(x, dim, true);
+  return detail::select_along<T>(x, idx, dim, keepdim);
 }
 template <TensorLike X>
 auto min(const X& xe, int64_t dim, bool keepdim = false) {
   using T = detail::value_t<X>;
   REEL_REQUIRE_ORDERED(T, "min");
   auto x = detail::materialize(xe);
-  return ValuesIndices<T, detail::device_t<X>>{amin(x, {dim}, keepdim), argmin(x, dim, keepdim)};
+  auto idx = argmin(x, dim, true);
+  return detail::select_along<T>(x, idx, dim, keepdim);
 }
 
 // ------------------------------------------------------------------ composites
 // log(sum(exp(x))) computed stably around the max; rows that are all -inf give -inf.
 template <TensorLike X>
+  requires is_tensor_v<X>
 auto logsumexp(const X& xe, Shape dims, bool keepdim = false) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T>, "reel::logsumexp: needs a floating point tensor");
   auto x = detail::materialize(xe);
-  Tensor<T, detail::device_t<X>> m = amax(x, dims, true);
+  Tensor<T, detail::device_t<X>> m = amax(x.detach(), dims, true);
   Tensor<T, detail::device_t<X>> ms = where(isinf(m), T(0), m);
   auto s = sum(exp(x - ms), dims, true);
   Tensor<T, detail::device_t<X>> r = log(s) + ms;
   if (keepdim) return r;
   auto p = detail::plan_reduce(x.sizes(), dims, false, "logsumexp");
   return r.reshape(p.out);
+}
+template <class X>
+  requires is_expr_v<X>
+auto logsumexp(const X& xe, Shape dims, bool keepdim = false) {
+  return logsumexp(detail::materialize(xe), dims, keepdim);
 }
 template <TensorLike X>
 auto logsumexp(const X& xe, int64_t dim, bool keepdim = false) {
@@ -321,6 +484,7 @@ auto logsumexp(const X& xe, int64_t dim, bool keepdim = false) {
 // p-norm over all elements (or `dims`); p = inf / -inf give max / min of |x|, p = 0 counts
 // nonzeros.
 template <TensorLike X>
+  requires is_tensor_v<X>
 auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T> || is_complex_v<T>, "reel::norm: needs a floating point or complex tensor");
@@ -332,6 +496,11 @@ auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
   if (p == 1) return sum(a, dims, keepdim);
   if (p == 2) return Tensor<R, detail::device_t<X>>(sqrt(sum(square(a), dims, keepdim)));
   return Tensor<R, detail::device_t<X>>(pow(sum(pow(a, static_cast<R>(p)), dims, keepdim), static_cast<R>(1.0 / p)));
+}
+template <class X>
+  requires is_expr_v<X>
+auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
+  return norm(detail::materialize(xe), p, dims, keepdim);
 }
 
 template <class T, class D>
@@ -345,8 +514,22 @@ auto Tensor<T, D>::mean() const {
 
 // ------------------------------------------------------------------ along one dim
 template <TensorLike X>
-auto cumsum(const X& xe, int64_t dim) {
-  auto x = detail::materialize(xe);
+  requires is_tensor_v<X>
+Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& xe, int64_t dim) {
+  auto x0 = detail::materialize(xe);
+  using T0 = detail::value_t<X>;
+  if constexpr (std::is_same_v<T0, detail::sum_t<T0>>) {
+    if (x0.impl().autograd) {
+      using D0 = detail::device_t<X>;
+      return detail::record_fn(
+          cumsum(x0.detach(), dim), "CumsumBackward", {x0}, {},
+          [dim](const Tensor<T0, D0>& g) {  // reversed cumulative sum: total - cumsum + g
+            return std::vector{Tensor<T0, D0>(sum(g, {dim}, true) - cumsum(g, dim) + g)};
+          },
+          [dim](const std::vector<Tensor<T0, D0>>& t) { return cumsum(t[0], dim); });
+    }
+  }
+  const auto& x = x0;
   using T = detail::value_t<X>;
   using R = detail::sum_t<T>;
   using Dv = detail::device_t<X>;
@@ -371,6 +554,11 @@ auto cumsum(const X& xe, int64_t dim) {
     if (x.dim() == 0) return out.reshape({});
     return out.transpose(d, -1).contiguous();
   }
+}
+template <class X>
+  requires is_expr_v<X>
+auto cumsum(const X& xe, int64_t dim) {
+  return cumsum(detail::materialize(xe), dim);
 }
 
 namespace detail {
@@ -410,19 +598,36 @@ ValuesIndices<T, Dv> ordered_lines(const Tensor<T, Dv>& x, int64_t dim, int64_t 
 
 // sort along dim: stable; NaN sorts as the largest value (last ascending, first descending).
 template <TensorLike X>
+  requires is_tensor_v<X>
 auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
   REEL_REQUIRE_ORDERED(detail::value_t<X>, "sort");
   auto x = detail::materialize(xe);
-  return detail::ordered_lines(x, dim, x.dim() ? x.size(dim) : 1, descending, "sort");
+  auto r = detail::ordered_lines(x.detach(), dim, x.dim() ? x.size(dim) : 1, descending, "sort");
+  if (x.impl().autograd && x.dim()) r.values = detail::gather_along(x, r.indices, dim);
+  return r;
+}
+template <class X>
+  requires is_expr_v<X>
+auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
+  return sort(detail::materialize(xe), dim, descending);
 }
 
 // The k largest (or smallest) along dim, always sorted (the `sorted` flag is accepted for
 // PyTorch compatibility); ties keep index order.
 template <TensorLike X>
+  requires is_tensor_v<X>
 auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) {
   REEL_REQUIRE_ORDERED(detail::value_t<X>, "topk");
   (void)sorted;
-  return detail::ordered_lines(detail::materialize(xe), dim, k, largest, "topk");
+  auto x = detail::materialize(xe);
+  auto r = detail::ordered_lines(x.detach(), dim, k, largest, "topk");
+  if (x.impl().autograd && x.dim()) r.values = detail::gather_along(x, r.indices, dim);
+  return r;
+}
+template <class X>
+  requires is_expr_v<X>
+auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) {
+  return topk(detail::materialize(xe), k, dim, largest, sorted);
 }
 
 // ------------------------------------------------------------------ histc
@@ -524,12 +729,41 @@ Tensor<T, D> cat_impl(std::span<const Tensor<T, D>> ts, int64_t dim) {
 }
 }  // namespace detail
 
-template <class T, class D> Tensor<T, D> cat(std::span<const Tensor<T, D>> ts, int64_t dim = 0) { return detail::cat_impl(ts, dim); }
+template <class T, class D> Tensor<T, D> cat(std::span<const Tensor<T, D>> ts, int64_t dim = 0) {
+  bool any = std::any_of(ts.begin(), ts.end(), [](const Tensor<T, D>& t) { return t.defined() && t.impl().autograd; });
+  if (!any) return detail::cat_impl(ts, dim);
+  std::vector<Tensor<T, D>> plain;
+  for (const auto& t : ts) plain.push_back(t.detach());
+  auto out = detail::cat_impl(std::span<const Tensor<T, D>>(plain), dim);
+  // where each input landed (1-d empty inputs are skipped, as in the forward)
+  std::vector<std::pair<int64_t, int64_t>> at;
+  int64_t d = out.dim() ? detail::wrap_dim(dim, out.dim(), "cat") : 0, pos = 0;
+  for (const auto& t : ts) {
+    bool skip = t.dim() == 1 && t.size(0) == 0;
+    int64_t len = skip ? 0 : t.size(d);
+    at.push_back({skip ? -1 : pos, len});
+    pos += len;
+  }
+  std::vector<Shape> shapes;
+  for (const auto& t : ts) shapes.push_back(t.sizes());
+  return detail::record_fn(
+      out, "CatBackward", ts, {},
+      [at, d](const Tensor<T, D>& g) {
+        std::vector<Tensor<T, D>> gs;
+        for (auto [p, len] : at) gs.push_back(p < 0 ? zeros<T, D>({0}) : g.narrow(d, p, len));
+        return gs;
+      },
+      [shapes, dim](const std::vector<Tensor<T, D>>& t) {
+        std::vector<Tensor<T, D>> parts;
+        for (size_t k = 0; k < t.size(); ++k) parts.push_back(t[k].defined() ? t[k] : zeros<T, D>(shapes[k]));
+        return cat(std::span<const Tensor<T, D>>(parts), dim);
+      });
+}
 template <class T, class D> Tensor<T, D> cat(const std::vector<Tensor<T, D>>& ts, int64_t dim = 0) {
-  return detail::cat_impl(std::span<const Tensor<T, D>>(ts), dim);
+  return cat(std::span<const Tensor<T, D>>(ts), dim);
 }
 template <class T, class D> Tensor<T, D> cat(std::initializer_list<Tensor<T, D>> ts, int64_t dim = 0) {
-  return detail::cat_impl(std::span<const Tensor<T, D>>(ts.begin(), ts.size()), dim);
+  return cat(std::span<const Tensor<T, D>>(ts.begin(), ts.size()), dim);
 }
 template <class T, class D> Tensor<T, D> stack(std::span<const Tensor<T, D>> ts, int64_t dim = 0) {
   REEL_CHECK(!ts.empty(), value_error, "stack: expected a non-empty list of tensors");
@@ -541,7 +775,7 @@ template <class T, class D> Tensor<T, D> stack(std::span<const Tensor<T, D>> ts,
                ts[0].sizes(), " at entry 0 and ", ts[k].sizes(), " at entry ", k);
     u.push_back(ts[k].unsqueeze(d));
   }
-  return detail::cat_impl(std::span<const Tensor<T, D>>(u), d);
+  return cat(std::span<const Tensor<T, D>>(u), d);
 }
 template <class T, class D> Tensor<T, D> stack(const std::vector<Tensor<T, D>>& ts, int64_t dim = 0) {
   return stack(std::span<const Tensor<T, D>>(ts), dim);

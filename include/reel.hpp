@@ -9,3 +9,6 @@
 #include "eigen_interop.hpp"
 #include "asarray.hpp"
 #include "nn/functional.hpp"
+#include "autograd.hpp"
+#include "autograd_functional.hpp"
+#include "gradcheck.hpp"

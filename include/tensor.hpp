@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "detail/autograd/graph.hpp"
 #include "detail/geometry.hpp"
 
 namespace reel {
@@ -29,7 +30,30 @@ namespace detail {
 template <class T, class D, class E> void assign_expr(const Tensor<T, D>& out, const E& e);
 template <class E> auto materialize(const E& e);
 template <class T, class D> Tensor<T, D> make_tensor(Shape sizes);
+// What a view did, so autograd can map gradients and tangents through it.
+struct ViewSpec {
+  enum Kind : uint8_t { Select, Slice, Reshape, Permute, Expand } kind;
+  int64_t a = 0, b = 0, c = 0, d = 0;
+  Shape shape;
+};
+template <class T, class D> Tensor<T, D> record_view(const Tensor<T, D>& in, Tensor<T, D> out, ViewSpec spec);
+template <class T, class D> Tensor<T, D> record_clone(const Tensor<T, D>& in, Tensor<T, D> out);
 }  // namespace detail
+
+// Returned by register_hook; remove() unregisters the hook.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  RemovableHandle(std::weak_ptr<detail::HookList> l, uint64_t id) : list_(std::move(l)), id_(id) {}
+  void remove() {
+    if (auto l = list_.lock()) std::erase_if(l->hooks, [&](const auto& h) { return h.first == id_; });
+    list_.reset();
+  }
+
+ private:
+  std::weak_ptr<detail::HookList> list_;
+  uint64_t id_ = 0;
+};
 
 template <class T, class D>
 class Tensor {
@@ -96,29 +120,42 @@ class Tensor {
   // ---- views (share storage). The shape arithmetic lives in non-template functions
   // (detail::geometry), shared by every element type.
   Tensor as_strided(Shape sizes, Shape strides, std::optional<int64_t> offset = {}) const {
+    REEL_CHECK(!(detail::grad_mode_flag() && detail::impl_requires_grad(impl())), not_implemented_error,
+               "as_strided: autograd through as_strided is not supported; use the named views (select, slice, view, ",
+               "permute, expand, ...) or detach() first");
     return with(detail::Geometry{std::move(sizes), std::move(strides), offset ? *offset : impl().offset});
   }
-  Tensor select(int64_t d, int64_t i) const { return with(detail::select_geometry(impl(), d, i)); }
+  Tensor select(int64_t d, int64_t i) const {
+    return view_of(detail::select_geometry(impl(), d, i), {detail::ViewSpec::Select, d, i, 0, 0, {}});
+  }
   Tensor operator[](int64_t i) const { return select(0, i); }
   Tensor slice(int64_t d, int64_t start, int64_t end, int64_t step = 1) const {
-    return with(detail::slice_geometry(impl(), d, start, end, step));
+    return view_of(detail::slice_geometry(impl(), d, start, end, step), {detail::ViewSpec::Slice, d, start, end, step, {}});
   }
   Tensor narrow(int64_t d, int64_t start, int64_t length) const {
-    return with(detail::narrow_geometry(impl(), d, start, length));
+    auto g = detail::narrow_geometry(impl(), d, start, length);
+    int64_t s = start < 0 ? start + size(d) : start;
+    return view_of(std::move(g), {detail::ViewSpec::Slice, d, s, s + length, 1, {}});
   }
-  Tensor view(Shape shape) const { return with(detail::view_geometry(impl(), std::move(shape), "view", true)); }
+  Tensor view(Shape shape) const { return reshaped(detail::view_geometry(impl(), std::move(shape), "view", true)); }
   Tensor reshape(Shape shape) const {
     auto g = detail::view_geometry(impl(), std::move(shape), "reshape", false);
-    if (g.viewable) return with(std::move(g));
+    if (g.viewable) return reshaped(std::move(g));
     return contiguous().view(std::move(g.sizes));
   }
   Tensor flatten(int64_t start = 0, int64_t end = -1) const {
     return reshape(detail::flatten_sizes(impl(), start, end));
   }
-  Tensor unsqueeze(int64_t d) const { return with(detail::unsqueeze_geometry(impl(), d)); }
-  Tensor squeeze(int64_t d) const { return with(detail::squeeze_geometry(impl(), d)); }
-  Tensor squeeze() const { return with(detail::squeeze_all_geometry(impl())); }
-  Tensor transpose(int64_t a, int64_t b) const { return with(detail::transpose_geometry(impl(), a, b)); }
+  Tensor unsqueeze(int64_t d) const { return reshaped(detail::unsqueeze_geometry(impl(), d)); }
+  Tensor squeeze(int64_t d) const { return reshaped(detail::squeeze_geometry(impl(), d)); }
+  Tensor squeeze() const { return reshaped(detail::squeeze_all_geometry(impl())); }
+  Tensor transpose(int64_t a, int64_t b) const {
+    auto g = detail::transpose_geometry(impl(), a, b);
+    Shape order;
+    for (int64_t i = 0; i < dim(); ++i) order.push_back(i);
+    if (dim() > 0) std::swap(order[detail::wrap_dim(a, dim(), "transpose")], order[detail::wrap_dim(b, dim(), "transpose")]);
+    return view_of(std::move(g), {detail::ViewSpec::Permute, 0, 0, 0, 0, std::move(order)});
+  }
   Tensor t() const {
     REEL_CHECK(dim() <= 2, value_error, "t: expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
     return dim() < 2 ? *this : transpose(0, 1);
@@ -127,17 +164,37 @@ class Tensor {
     REEL_CHECK(dim() >= 2, value_error, "mT: tensor must have at least 2 dimensions, got ", dim());
     return transpose(-2, -1);
   }
-  Tensor permute(Shape order) const { return with(detail::permute_geometry(impl(), order)); }
-  Tensor expand(Shape shape) const { return with(detail::expand_geometry(impl(), std::move(shape))); }
+  Tensor permute(Shape order) const {
+    auto g = detail::permute_geometry(impl(), order);
+    for (auto& o : order) o = detail::wrap_dim(o, dim(), "permute");
+    return view_of(std::move(g), {detail::ViewSpec::Permute, 0, 0, 0, 0, std::move(order)});
+  }
+  Tensor expand(Shape shape) const {
+    auto g = detail::expand_geometry(impl(), std::move(shape));
+    Shape s = g.sizes;
+    return view_of(std::move(g), {detail::ViewSpec::Expand, 0, 0, 0, 0, std::move(s)});
+  }
   template <class U, class D2>
   Tensor expand_as(const Tensor<U, D2>& o) const { return expand(o.sizes()); }
 
   Tensor contiguous() const { return is_contiguous() ? *this : clone(); }
   Tensor clone() const;
-  // Same storage, no autograd history.
-  Tensor detach() const { return as_strided(sizes(), strides()); }
+  // Same storage, no autograd history (and no forward-mode tangents).
+  Tensor detach() const { return with(detail::Geometry{impl().sizes, impl().strides, impl().offset}); }
   template <class U> Tensor<U, D> to() const;
   template <class D2> Tensor<T, D2> to_device() const;
+
+  // ---- autograd (detail/autograd/record.hpp)
+  Tensor& requires_grad_(bool on = true);
+  bool requires_grad() const;
+  bool is_leaf() const;
+  Tensor grad() const;
+  void set_grad(const Tensor& g) const;
+  void backward(const Tensor& grad = {}, bool retain_graph = false, bool create_graph = false) const;
+  void retain_grad() const;
+  bool retains_grad() const;
+  // f(grad) -> Tensor (a replacement gradient) or void; runs when this tensor's gradient is computed.
+  template <class F> RemovableHandle register_hook(F&& f) const;
 
   // ---- in place (each bumps the version counter)
   template <class E> Tensor& copy_(const E& src);
@@ -165,6 +222,15 @@ class Tensor {
       raise<error>(fn, ": a meta tensor has no data (shape, strides and dtype only)");
     (void)fn;
     impl();
+  }
+  Tensor view_of(detail::Geometry g, detail::ViewSpec spec) const {
+    Tensor r = with(std::move(g));
+    if (impl().autograd) return detail::record_view(*this, std::move(r), std::move(spec));
+    return r;
+  }
+  Tensor reshaped(detail::Geometry g) const {
+    Shape s = g.sizes;
+    return view_of(std::move(g), {detail::ViewSpec::Reshape, 0, 0, 0, 0, std::move(s)});
   }
   Tensor with(detail::Geometry g) const {
     auto p = std::make_shared<detail::TensorImpl>();
@@ -198,4 +264,5 @@ Tensor<T, D> make_tensor(Shape sizes) {
 }  // namespace reel
 
 #include "detail/expr/assign.hpp"
+#include "detail/autograd/record.hpp"
 #include "detail/print.hpp"

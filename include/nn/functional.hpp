@@ -46,7 +46,7 @@ template <TensorLike X> auto softmax(const X& x, int64_t dim) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T>, "reel::softmax: needs a floating point tensor");
   auto xt = detail::materialize(x);
-  Tensor<T, detail::device_t<X>> m = amax(xt, {dim}, true);
+  Tensor<T, detail::device_t<X>> m = amax(xt.detach(), {dim}, true);  // a shift: no gradient
   Tensor<T, detail::device_t<X>> e = exp(xt - where(isinf(m), T(0), m));
   return Tensor<T, detail::device_t<X>>(e / sum(e, {dim}, true));
 }
@@ -56,6 +56,25 @@ template <TensorLike X> auto log_softmax(const X& x, int64_t dim) {
   static_assert(is_floating_v<T>, "reel::log_softmax: needs a floating point tensor");
   auto xt = detail::materialize(x);
   return Tensor<T, detail::device_t<X>>(xt - logsumexp(xt, dim, true));
+}
+
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p). The mask is
+// real, so for complex x the real and imaginary parts are dropped together. The gradient is
+// mask / (1 - p) (the op is x * mask, differentiable to any order).
+template <class T, class D>
+Tensor<T, D> dropout(const Tensor<T, D>& x, double p, bool training, Generator& gen) {
+  static_assert(is_floating_v<T> || is_complex_v<T>, "reel::dropout: needs a floating point or complex tensor");
+  REEL_CHECK(p >= 0 && p <= 1, value_error, "dropout probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0) return x;
+  using R = real_t<T>;
+  Tensor<R, D> mask;
+  if (p == 1) {
+    mask = zeros<R, D>(x.sizes());
+  } else {
+    auto keep = rand<double, D>(x.sizes(), gen);
+    mask = cast<R>(lt(keep, 1 - p)) * R(1 / (1 - p));
+  }
+  return x * mask;
 }
 
 // y = x W^T + b

@@ -6,6 +6,17 @@
 namespace reel {
 namespace detail {
 
+// The leaves of an expression about to be evaluated, when autograd must record it (their
+// versions are taken before the evaluation, which may overwrite one of them).
+struct PendingRecord {
+  std::vector<GradPtr> inputs;
+  std::vector<uint64_t> versions;
+  bool active = false;
+};
+template <class R, class D, class E> PendingRecord begin_record(const E& e);
+template <class R, class D, class E> void finish_record(PendingRecord& p, const Tensor<R, D>& out, const E& e);
+template <class T, class D> void check_inplace(const Tensor<T, D>& out, bool records);
+
 // Writes `e` into existing storage `out` (broadcasting e to out's shape).
 template <class T, class D, class E>
 void assign_expr(const Tensor<T, D>& out, const E& e) {
@@ -16,6 +27,7 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
   } else if constexpr (is_expr_v<E> && !std::is_same_v<value_t<E>, T>) {
     assign_expr(out, make_expr(CastOp<T>{}, e));
   } else if constexpr (std::is_same_v<std::decay_t<E>, Scalar<T>>) {
+    check_inplace(out, false);
     if constexpr (!std::is_same_v<D, Meta>) {
       if (out.is_contiguous()) {
         std::fill(out.mutable_data_ptr(), out.mutable_data_ptr() + out.numel(), e.value);
@@ -29,6 +41,8 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
     Shape bs = broadcast_shapes(out.sizes(), es);
     REEL_CHECK(bs == out.sizes(), value_error, "copy_: source of shape ", es,
                " cannot be broadcast to the destination's shape ", out.sizes());
+    auto rec = begin_record<T, D>(e);
+    check_inplace(out, rec.active);
     if (!std::is_same_v<D, Meta> && leaf_aliases(out, e)) {
       auto tmp = materialize(e);  // partial overlap: evaluate first, then copy
       eval_into(out, tmp);
@@ -36,6 +50,7 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
       eval_into(out, e);
     }
     if constexpr (!std::is_same_v<D, Meta>) out.bump_version();
+    finish_record(rec, out, e);
   }
 }
 
@@ -54,6 +69,7 @@ template <class T, class D>
 Tensor<T, D> Tensor<T, D>::clone() const {
   auto out = detail::make_tensor<T, D>(sizes());
   detail::eval_into(out, *this);
+  if (impl().autograd) return detail::record_clone(*this, std::move(out));
   return out;
 }
 template <class T, class D>

@@ -479,6 +479,8 @@ bool leaf_aliases(const Tensor<T, D>& out, const E& e) {
   return bad;
 }
 
+template <class R, class D, class E> void record_expr(const Tensor<R, D>& out, const E& e);
+
 template <class E>
 auto materialize(const E& e) {
   if constexpr (is_tensor_v<E>) {
@@ -488,6 +490,7 @@ auto materialize(const E& e) {
     using D = typename E::device_type;
     auto out = make_tensor<R, D>(shape_of(e));
     eval_into(out, e);
+    record_expr(out, e);
     return out;
   }
 }

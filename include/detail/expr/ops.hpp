@@ -201,6 +201,11 @@ struct AbsOp : ToRealRule {
     requires(std::is_floating_point_v<C> || is_complex_v<C>)
   auto vec(const A& a) const { return a.abs(); }
   template <class O, class X> auto d0(const O&, const X& x) const { return sgn(x); }
+  // complex x: d|x| = Re(conj(sgn x) dx); the gradient of a real loss is g sgn(x)
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X& x) const { return g * sgn(x); }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X& x) const {
+    return real(conj(sgn(x)) * t);
+  }
 };
 // sign for real numbers; sgn(z) = z / |z| (0 at 0) extends it to complex numbers.
 struct SignOp : SameTypeRule {
@@ -243,6 +248,8 @@ struct RealOp : ToRealRule {
   static constexpr bool holomorphic = false;
   template <class C> auto apply(C x) const { return std::real(x); }
   template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X&) const { return g; }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X&) const { return real(t); }
 };
 struct ImagOp : ToRealRule {
   static constexpr bool holomorphic = false;
@@ -251,6 +258,10 @@ struct ImagOp : ToRealRule {
     return std::imag(x);
   }
   template <class O, class X> auto d0(const O&, const X&) const { return 0; }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X&) const {
+    return g * std::complex<double>(0, 1);
+  }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X&) const { return imag(t); }
 };
 struct ConjOp : SameTypeRule {
   static constexpr bool holomorphic = false;
@@ -261,6 +272,8 @@ struct ConjOp : SameTypeRule {
       return x;
   }
   template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X&) const { return conj(g); }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X&) const { return conj(t); }
 };
 struct AngleOp {
   static constexpr bool holomorphic = false;
@@ -274,6 +287,13 @@ struct AngleOp {
     }
   }
   template <class O, class X> auto d0(const O&, const X&) const { return 0; }
+  // complex x = r e^{i angle}: d angle = Im(conj(x) dx) / r^2; gradient g i x / r^2 (0 at 0)
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X& x) const {
+    return where(eq(abs(x), 0), 0, g * x * std::complex<double>(0, 1) / square(abs(x)));
+  }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X& x) const {
+    return where(eq(abs(x), 0), 0, imag(conj(x) * t) / square(abs(x)));
+  }
 };
 
 // ================================================================== min / max family
@@ -315,6 +335,13 @@ struct ExtremumOp : SameTypeRule {
       return where(isnan(b), 0.0, where(isnan(a), 1.0, share(b, a)));
     else
       return share(b, a);
+  }
+  // Forward mode selects the active operand's tangent (both halves on ties), so an inf or
+  // NaN tangent of the other operand never leaks in through 0 * inf.
+  template <class Ta, class Tb, class O, class A, class B>
+  auto jvp_rule(const Ta& ta, const Tb& tb, const O& out, const A& a, const B& b) const {
+    auto w = d0(out, a, b);
+    return where(eq(w, 1.0), ta, where(eq(w, 0.0), tb, 0.5 * (ta + tb)));
   }
 };
 using MaximumOp = ExtremumOp<true, false>;

@@ -1,0 +1,168 @@
+#pragma once
+// The public autograd API (PyTorch's torch.autograd): grad, backward, grad-mode guards and
+// forward mode (forward_ad). The tape and the recording live in detail/autograd/.
+#include <span>
+
+#include "products.hpp"
+
+namespace reel::autograd {
+
+inline bool is_grad_enabled() { return detail::grad_mode_flag(); }
+inline void set_grad_enabled(bool on) { detail::grad_mode_flag() = on; }
+// RAII guards, thread-local like PyTorch's.
+class no_grad : detail::GradModeGuard {
+ public:
+  no_grad() : GradModeGuard(false) {}
+};
+class enable_grad : detail::GradModeGuard {
+ public:
+  enable_grad() : GradModeGuard(true) {}
+};
+
+struct GradOptions {
+  std::optional<bool> retain_graph;  // default: create_graph
+  bool create_graph = false;
+  bool allow_unused = false;
+};
+
+namespace detail_api {
+template <class T, class D>
+reel::detail::GradRequest request(std::span<const Tensor<T, D>> outputs, std::span<const Tensor<T, D>> grad_outputs,
+                                  const GradOptions& o) {
+  static_assert(reel::detail::autograd_type_v<T, D>,
+                "reel::autograd: gradients exist for floating point and complex CPU tensors only");
+  reel::detail::GradRequest q;
+  REEL_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), value_error, "grad: got ",
+             grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const auto& out = outputs[k];
+    q.outputs.push_back(out.impl_ptr());
+    q.output_types.push_back(reel::detail::ir::grad_type_of<T>());
+    if (!grad_outputs.empty() && grad_outputs[k].defined()) {
+      q.grad_outputs.push_back(grad_outputs[k].impl_ptr());
+    } else {
+      REEL_CHECK(out.numel() == 1, value_error, "grad can be implicitly created only for scalar outputs (output ", k,
+                 " has shape ", out.sizes(), ")");
+      auto one = reel::detail::make_tensor<T, D>(out.sizes());
+      {
+        reel::detail::GradModeGuard ng(false);
+        one.fill_(T(1));
+      }
+      q.grad_outputs.push_back(one.impl_ptr());
+    }
+  }
+  q.create_graph = o.create_graph;
+  q.retain_graph = o.retain_graph.value_or(o.create_graph);
+  q.allow_unused = o.allow_unused;
+  return q;
+}
+}  // namespace detail_api
+
+// Gradients of `outputs` with respect to `inputs` (not accumulated into .grad). Unused inputs
+// give undefined tensors when allow_unused is set.
+template <class T, class D>
+std::vector<Tensor<T, D>> grad(std::span<const Tensor<T, D>> outputs, std::span<const Tensor<T, D>> inputs,
+                               std::span<const Tensor<T, D>> grad_outputs = {}, GradOptions o = {}) {
+  auto q = detail_api::request(outputs, grad_outputs, o);
+  q.accumulate = false;
+  for (const auto& t : inputs) {
+    q.inputs.push_back(t.impl_ptr());
+    q.input_types.push_back(reel::detail::ir::grad_type_of<T>());
+  }
+  auto res = reel::detail::run_grad(q);
+  std::vector<Tensor<T, D>> out;
+  for (auto& g : res) out.push_back(g ? Tensor<T, D>(g) : Tensor<T, D>());
+  return out;
+}
+template <class T, class D>
+std::vector<Tensor<T, D>> grad(const std::vector<Tensor<T, D>>& outputs, const std::vector<Tensor<T, D>>& inputs,
+                               const std::vector<Tensor<T, D>>& grad_outputs = {}, GradOptions o = {}) {
+  return grad(std::span<const Tensor<T, D>>(outputs), std::span<const Tensor<T, D>>(inputs),
+              std::span<const Tensor<T, D>>(grad_outputs), o);
+}
+template <class T, class D>
+std::vector<Tensor<T, D>> grad(std::initializer_list<Tensor<T, D>> outputs, std::initializer_list<Tensor<T, D>> inputs,
+                               std::initializer_list<Tensor<T, D>> grad_outputs = {}, GradOptions o = {}) {
+  return grad(std::span<const Tensor<T, D>>(outputs.begin(), outputs.size()),
+              std::span<const Tensor<T, D>>(inputs.begin(), inputs.size()),
+              std::span<const Tensor<T, D>>(grad_outputs.begin(), grad_outputs.size()), o);
+}
+
+// Accumulates the gradients of `outputs` into the .grad of the leaves they depend on.
+template <class T, class D>
+void backward(std::span<const Tensor<T, D>> outputs, std::span<const Tensor<T, D>> grad_outputs = {}, GradOptions o = {}) {
+  auto q = detail_api::request(outputs, grad_outputs, o);
+  reel::detail::run_grad(q);
+}
+template <class T, class D>
+void backward(const std::vector<Tensor<T, D>>& outputs, const std::vector<Tensor<T, D>>& grad_outputs = {}, GradOptions o = {}) {
+  backward(std::span<const Tensor<T, D>>(outputs), std::span<const Tensor<T, D>>(grad_outputs), o);
+}
+template <class T, class D>
+void backward(std::initializer_list<Tensor<T, D>> outputs, std::initializer_list<Tensor<T, D>> grad_outputs = {}, GradOptions o = {}) {
+  backward(std::span<const Tensor<T, D>>(outputs.begin(), outputs.size()),
+           std::span<const Tensor<T, D>>(grad_outputs.begin(), grad_outputs.size()), o);
+}
+
+// ------------------------------------------------------------------ forward mode
+namespace forward_ad {
+
+// Enters a new forward-mode level for its lifetime (levels nest). Tangents made at a level
+// are invisible once it exits.
+class dual_level {
+ public:
+  dual_level() : id_(next_id()) { reel::detail::level_state().live.push_back(id_); }
+  ~dual_level() {
+    auto& live = reel::detail::level_state().live;
+    live.erase(std::find(live.begin(), live.end(), id_));
+  }
+  dual_level(const dual_level&) = delete;
+  dual_level& operator=(const dual_level&) = delete;
+  uint64_t id() const { return id_; }
+
+ private:
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> n{0};
+    return ++n;
+  }
+  uint64_t id_;
+};
+
+inline uint64_t current_level() {
+  auto& live = reel::detail::level_state().live;
+  REEL_CHECK(!live.empty(), error, "forward_ad: no dual level is active; create a forward_ad::dual_level first");
+  return live.back();
+}
+
+// A tensor whose value is `primal` and whose tangent at the current level is `tangent`.
+// It is a view of primal, so reverse-mode gradients flow to primal.
+template <class T, class D>
+Tensor<T, D> make_dual(const Tensor<T, D>& primal, const Tensor<T, D>& tangent) {
+  static_assert(reel::detail::autograd_type_v<T, D>, "reel::forward_ad::make_dual: needs a floating point or complex CPU tensor");
+  uint64_t level = current_level();
+  REEL_CHECK(tangent.sizes() == primal.sizes(), value_error, "make_dual: expected the tangent to have the same shape as ",
+             "the primal, got ", tangent.sizes(), " and ", primal.sizes());
+  Tensor<T, D> out = primal.view(primal.sizes());
+  if (out.impl_ptr() == primal.impl_ptr()) out = Tensor<T, D>(reel::detail::plain_alias(primal.impl()));
+  reel::detail::set_tangent(out.impl(), level, tangent.impl_ptr());
+  return out;
+}
+
+template <class T, class D>
+struct UnpackedDual {
+  Tensor<T, D> primal, tangent;
+};
+// The primal (a view without the current level's tangent) and the tangent (undefined if none).
+template <class T, class D>
+UnpackedDual<T, D> unpack_dual(const Tensor<T, D>& t) {
+  uint64_t level = current_level();
+  auto tan = reel::detail::tangent_of(t.impl(), level);
+  if (!tan) return {t, Tensor<T, D>()};
+  Tensor<T, D> p = t.view(t.sizes());
+  if (p.impl_ptr() == t.impl_ptr()) p = Tensor<T, D>(reel::detail::plain_alias(t.impl()));
+  reel::detail::set_tangent(p.impl(), level, nullptr);
+  return {p, Tensor<T, D>(tan)};
+}
+
+}  // namespace forward_ad
+}  // namespace reel::autograd

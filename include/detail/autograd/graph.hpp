@@ -1,0 +1,300 @@
+#pragma once
+// The autograd tape: nodes, edges, per-tensor autograd state, grad mode, forward-mode
+// levels, and the backward engine. Nothing here depends on element types: the few
+// operations the engine needs on gradients (add, zeros, detach) come from a per-dtype table.
+//
+// Every recorded op creates a Node stamped with a sequence number from a thread-local
+// counter. A node's inputs were recorded before it, so running the reachable nodes in
+// decreasing sequence number is a topological order: backward needs no recursion, and
+// shared subexpressions are visited once. Nodes are owned by the tensors whose grad_fn they
+// are (and by the nodes downstream of them), so a graph frees itself with its tensors.
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "../tensor_impl.hpp"
+
+namespace reel::detail {
+
+struct Node;
+using GradPtr = std::shared_ptr<TensorImpl>;  // a gradient (or tangent); null means zero
+
+// What the engine does with gradients of one dtype (filled in by typed code, one per dtype).
+struct GradType {
+  ScalarType dtype;
+  GradPtr (*add)(const GradPtr&, const GradPtr&);  // a + b, recorded when grad mode is on
+  GradPtr (*zeros)(const Shape&);
+  GradPtr (*clone)(const GradPtr&);             // a fresh copy without history
+  void (*add_inplace)(const GradPtr& acc, const GradPtr& g);
+  GradPtr (*reduce_to)(const GradPtr&, const Shape&);  // sums broadcast dims away
+  GradPtr (*expand)(const GradPtr&, const Shape&);     // broadcasts (a recorded view)
+};
+
+// Where a gradient goes: input slot `input_nr` of node `fn`.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  int input_nr = 0;
+};
+
+struct OutputInfo {
+  const GradType* type = nullptr;
+  Shape sizes;
+};
+
+// Tensor hooks, shared with the handles that can remove them.
+using HookFn = std::function<GradPtr(const GradPtr&)>;
+struct HookList {
+  std::vector<std::pair<uint64_t, HookFn>> hooks;
+  GradPtr run(GradPtr g) const {
+    for (auto& [id, f] : hooks) {
+      GradPtr r = f(g);
+      if (r) g = std::move(r);
+    }
+    return g;
+  }
+};
+inline uint64_t next_hook_id() {
+  static std::atomic<uint64_t> n{0};
+  return ++n;
+}
+
+struct Node {
+  uint64_t seq = 0;
+  std::vector<Edge> next;           // one per input (fn null: that input needs no gradient)
+  std::vector<OutputInfo> outputs;  // dtype and shape of each output
+  bool released = false;
+  // Non-leaf tensors with retain_grad(): their grads are stored when this node runs.
+  std::vector<std::pair<int, std::weak_ptr<TensorImpl>>> retained;
+  // Hooks registered on non-leaf outputs of this node, run on the output's gradient.
+  std::vector<std::pair<int, std::shared_ptr<HookList>>> pre_hooks;
+
+  virtual ~Node() = default;
+  virtual const char* name() const = 0;
+  // Gradients of the inputs (one per `next` edge) from the gradients of the outputs.
+  virtual std::vector<GradPtr> apply(std::vector<GradPtr>& grads) = 0;
+  // Drops saved tensors after a backward without retain_graph.
+  virtual void release_saved() {}
+  virtual bool is_accumulator() const { return false; }
+};
+
+// A tangent of one forward-mode level.
+struct Tangent {
+  uint64_t level;
+  GradPtr value;
+};
+
+struct AutogradMeta : AutogradMetaBase {
+  bool requires_grad = false;
+  GradPtr grad;
+  std::shared_ptr<Node> grad_fn;
+  int output_nr = 0;
+  std::weak_ptr<Node> accumulator;  // leaves: the node that accumulates into .grad
+  bool retains_grad = false;
+  bool is_view = false;  // a differentiable view: in-place writes to it are refused
+  std::shared_ptr<HookList> hooks;  // leaves: run before accumulation
+  std::vector<Tangent> tangents;
+};
+
+inline AutogradMeta* meta_of(const TensorImpl& t) { return static_cast<AutogradMeta*>(t.autograd.get()); }
+inline AutogradMeta& ensure_meta(TensorImpl& t) {
+  if (!t.autograd) t.autograd = std::make_shared<AutogradMeta>();
+  return *static_cast<AutogradMeta*>(t.autograd.get());
+}
+inline bool impl_requires_grad(const TensorImpl& t) {
+  auto* m = meta_of(t);
+  return m && m->requires_grad;
+}
+
+// ------------------------------------------------------------------ grad mode
+// Thread-local: two threads differentiating independent graphs do not interfere.
+inline bool& grad_mode_flag() {
+  thread_local bool enabled = true;
+  return enabled;
+}
+struct GradModeGuard {
+  bool prev;
+  explicit GradModeGuard(bool on) : prev(grad_mode_flag()) { grad_mode_flag() = on; }
+  ~GradModeGuard() { grad_mode_flag() = prev; }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+};
+
+inline uint64_t next_sequence_nr() {
+  thread_local uint64_t counter = 0;
+  return ++counter;
+}
+
+// ------------------------------------------------------------------ forward-mode levels
+// Levels are identified by process-unique ids, so a tangent left on a tensor by a level
+// that has exited is simply ignored. While the tangent of level L is computed, level L is
+// masked: the rule sees primals without their level-L tangents (no perturbation confusion),
+// while tangents of the other levels propagate through it (jvp of jvp).
+struct LevelState {
+  std::vector<uint64_t> live;    // innermost last
+  std::vector<uint64_t> masked;
+};
+inline LevelState& level_state() {
+  thread_local LevelState s;
+  return s;
+}
+inline bool level_active(uint64_t level) {
+  auto& s = level_state();
+  return std::find(s.live.begin(), s.live.end(), level) != s.live.end() &&
+         std::find(s.masked.begin(), s.masked.end(), level) == s.masked.end();
+}
+inline bool level_live(uint64_t level) {
+  auto& l = level_state().live;
+  return std::find(l.begin(), l.end(), level) != l.end();
+}
+inline bool any_level_active() { return !level_state().live.empty(); }
+struct LevelMask {
+  explicit LevelMask(uint64_t level) { level_state().masked.push_back(level); }
+  ~LevelMask() { level_state().masked.pop_back(); }
+  LevelMask(const LevelMask&) = delete;
+  LevelMask& operator=(const LevelMask&) = delete;
+};
+inline GradPtr tangent_of(const TensorImpl& t, uint64_t level) {
+  auto* m = meta_of(t);
+  if (!m) return nullptr;
+  for (auto& tg : m->tangents)
+    if (tg.level == level) return tg.value;
+  return nullptr;
+}
+inline void set_tangent(TensorImpl& t, uint64_t level, GradPtr v) {
+  auto& m = ensure_meta(t);
+  std::erase_if(m.tangents, [&](const Tangent& x) { return x.level == level || !level_live(x.level); });
+  if (v) m.tangents.push_back({level, std::move(v)});
+}
+// The active levels at which any of `ins` has a tangent, outermost first.
+inline void collect_levels(const TensorImpl* const* ins, size_t n, std::vector<uint64_t>& out) {
+  for (uint64_t level : level_state().live) {
+    if (!level_active(level)) continue;
+    for (size_t i = 0; i < n; ++i)
+      if (ins[i] && tangent_of(*ins[i], level)) {
+        out.push_back(level);
+        break;
+      }
+  }
+}
+
+// Does an op over these inputs need recording (reverse) or tangents (forward)?
+inline bool autograd_needed(const TensorImpl* const* ins, size_t n) {
+  bool any_meta = false;
+  for (size_t i = 0; i < n && !any_meta; ++i) any_meta = ins[i] && ins[i]->autograd;
+  if (!any_meta) return false;
+  if (grad_mode_flag())
+    for (size_t i = 0; i < n; ++i)
+      if (ins[i] && impl_requires_grad(*ins[i])) return true;
+  if (!any_level_active()) return false;
+  std::vector<uint64_t> levels;
+  collect_levels(ins, n, levels);
+  return !levels.empty();
+}
+
+// ------------------------------------------------------------------ the engine
+struct BackwardTask {
+  std::vector<Edge> roots;
+  std::vector<GradPtr> root_grads;
+  bool keep_graph = false;
+  bool create_graph = false;
+  bool accumulate_into_leaves = true;
+  std::vector<Edge> capture;  // autograd::grad: gradients arriving at these slots are returned
+};
+
+inline void check_not_released(const Node& n) {
+  REEL_CHECK(!n.released, error, "Trying to backward through the graph a second time (or to directly access saved ",
+             "tensors after they have already been freed): saved intermediate values of the graph (in ", n.name(),
+             ") are freed when you call backward() or autograd::grad(). Specify retain_graph = true if you need to ",
+             "backward through the graph a second time.");
+}
+
+inline std::vector<GradPtr> run_backward(BackwardTask& task) {
+  // 1. The reachable nodes, in decreasing sequence number (a topological order).
+  std::vector<Node*> nodes;
+  std::unordered_map<Node*, int> index;  // node -> position in `nodes`
+  std::vector<Node*> stack;
+  auto visit = [&](Node* n) {
+    if (n && index.emplace(n, 0).second) stack.push_back(n);
+  };
+  for (auto& r : task.roots) visit(r.fn.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    nodes.push_back(n);
+    for (auto& e : n->next) visit(e.fn.get());
+  }
+  std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
+  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = static_cast<int>(i);
+
+  // 2. With captures, only nodes leading to a captured slot need to run.
+  std::vector<std::vector<int>> capture_at(nodes.size());
+  for (size_t i = 0; i < task.capture.size(); ++i)
+    if (task.capture[i].fn) capture_at[index[task.capture[i].fn.get()]].push_back(static_cast<int>(i));
+  std::vector<char> needed(nodes.size(), 1);
+  if (!task.capture.empty()) {
+    for (size_t i = nodes.size(); i-- > 0;) {  // inputs before consumers
+      Node* n = nodes[i];
+      bool need = !capture_at[i].empty();
+      for (auto& e : n->next) need = need || (e.fn && needed[index[e.fn.get()]]);
+      needed[i] = need;
+    }
+  }
+
+  // 3. Run.
+  std::vector<GradPtr> captured(task.capture.size());
+  std::vector<std::vector<GradPtr>> buffers(nodes.size());
+  auto add_to = [&](const Edge& e, const GradPtr& g) {
+    if (!e.fn || !g) return;
+    int i = index[e.fn.get()];
+    auto& buf = buffers[i];
+    if (buf.empty()) buf.resize(std::max<size_t>(e.fn->outputs.size(), 1));
+    GradPtr& acc = buf[e.input_nr];
+    acc = acc ? e.fn->outputs[e.input_nr].type->add(acc, g) : g;
+  };
+
+  bool& mode = grad_mode_flag();
+  const bool saved_mode = mode;
+  struct Restore {
+    bool& m;
+    bool v;
+    ~Restore() { m = v; }
+  } restore{mode, saved_mode};
+  mode = task.create_graph;
+
+  for (size_t i = 0; i < task.roots.size(); ++i) add_to(task.roots[i], task.root_grads[i]);
+
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node* n = nodes[i];
+    if (!needed[i] || buffers[i].empty()) continue;
+    std::vector<GradPtr> grads = std::move(buffers[i]);
+    for (auto& [slot, hooks] : n->pre_hooks)
+      if (grads[slot]) grads[slot] = hooks->run(grads[slot]);
+    for (auto& [slot, weak] : n->retained) {
+      auto t = weak.lock();
+      if (!t || !grads[slot]) continue;
+      auto& m = ensure_meta(*t);
+      m.grad = task.create_graph ? grads[slot] : n->outputs[slot].type->clone(grads[slot]);
+    }
+    for (int idx : capture_at[i]) captured[idx] = grads[task.capture[idx].input_nr];
+    if (n->is_accumulator()) {
+      if (task.accumulate_into_leaves) n->apply(grads);
+      continue;
+    }
+    check_not_released(*n);
+    if (std::all_of(grads.begin(), grads.end(), [](const GradPtr& g) { return !g; })) continue;
+    for (size_t s = 0; s < grads.size(); ++s)
+      if (!grads[s]) grads[s] = n->outputs[s].type->zeros(n->outputs[s].sizes);
+    auto in = n->apply(grads);
+    for (size_t k = 0; k < n->next.size() && k < in.size(); ++k) add_to(n->next[k], in[k]);
+    if (!task.keep_graph) {
+      n->release_saved();
+      n->released = true;
+    }
+  }
+  return captured;
+}
+
+}  // namespace reel::detail

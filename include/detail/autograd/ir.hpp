@@ -1,0 +1,439 @@
+#pragma once
+// Expressions at run time. When a fused expression is recorded for autograd, its typed tree
+// is turned into a Graph: a list of nodes (leaf tensors, constants, ops) in topological
+// order. Each op node points at a static table for its (op, compute type) holding
+//   - kernel: the op's scalar form over a chunk of elements,
+//   - vjp / jvp: builders that append the op's derivative rules (from its single definition
+//     in ops.hpp) to another graph, instantiated by calling the rules on symbolic operands.
+// Backward and forward mode then build new graphs (adjoints, tangents) by walking a graph
+// at run time, and one non-template evaluator runs any graph as a fused pass over chunks.
+// So differentiating an expression, and differentiating that derivative again, costs no
+// new template instantiations per expression type: only one table per (op, type) pair.
+#include <cstring>
+#include <span>
+
+#include "../expr/ops.hpp"
+#include "graph.hpp"
+
+namespace reel {
+namespace detail::ir {
+
+// A device tag for symbolic operands: expressions over them are built, never evaluated.
+struct SymDevice {};
+
+template <class T>
+struct Sym : ExprBase {
+  using value_type = T;
+  using device_type = SymDevice;
+  int id;
+  explicit Sym(int i) : id(i) {}
+};
+
+enum class Kind : uint8_t { Leaf, Const, Op };
+struct Builder;
+struct IrNode;
+
+using KernelFn = void (*)(const void* op, const void* const* in, const int64_t* stride, void* out, int64_t n);
+// Appends the contributions `adj * conj(d op / d arg_k)` for every k with need[k]; contrib[k]
+// gets the node id (or -1 when the contribution is zero).
+using VjpFn = void (*)(Builder&, const IrNode&, const int* args, int self, int adj, int* contrib, const bool* need);
+// Appends sum_k (d op / d arg_k) * tangent_k and returns its id (-1 when zero).
+using JvpFn = int (*)(Builder&, const IrNode&, const int* args, int self, const int* tangents);
+
+struct OpInfo {
+  const char* name;
+  KernelFn kernel;
+  VjpFn vjp;  // null: not differentiable
+  JvpFn jvp;
+};
+
+struct TypeInfo {
+  ScalarType dtype;
+  int size;
+  const GradType* grad;          // null for dtypes without gradients
+  int (*add)(Builder&, int, int);  // null for dtypes without gradients
+};
+
+struct IrNode {
+  Kind kind = Kind::Leaf;
+  uint8_t nargs = 0;
+  int32_t args[3] = {-1, -1, -1};
+  int32_t leaf = -1;  // Kind::Leaf: the leaf slot
+  const TypeInfo* type = nullptr;
+  const OpInfo* op = nullptr;
+  alignas(16) unsigned char data[48] = {};  // the op object (Op) or the value (Const)
+  template <class O> const O& as() const { return *reinterpret_cast<const O*>(data); }
+};
+
+struct Graph {
+  std::vector<IrNode> nodes;
+  std::vector<const TypeInfo*> leaves;  // dtype of each leaf slot
+  std::vector<int> leaf_node;           // the node of each leaf slot
+};
+
+struct Builder {
+  Graph& g;
+  int push(const IrNode& n) {
+    g.nodes.push_back(n);
+    return static_cast<int>(g.nodes.size()) - 1;
+  }
+  int leaf(const TypeInfo* t) {
+    IrNode n;
+    n.kind = Kind::Leaf;
+    n.type = t;
+    n.leaf = static_cast<int>(g.leaves.size());
+    g.leaves.push_back(t);
+    int id = push(n);
+    g.leaf_node.push_back(id);
+    return id;
+  }
+  template <class T> int constant(const TypeInfo* t, const T& v) {
+    static_assert(sizeof(T) <= sizeof(IrNode::data));
+    IrNode n;
+    n.kind = Kind::Const;
+    n.type = t;
+    std::memcpy(n.data, &v, sizeof(T));
+    return push(n);
+  }
+  template <class Op> int op(const OpInfo* info, const TypeInfo* t, const Op& o, const int* args, int nargs) {
+    static_assert(sizeof(Op) <= sizeof(IrNode::data) && std::is_trivially_copyable_v<Op>,
+                  "reel: an op's state must be small and trivially copyable to be recorded");
+    IrNode n;
+    n.kind = Kind::Op;
+    n.type = t;
+    n.op = info;
+    n.nargs = static_cast<uint8_t>(nargs);
+    for (int k = 0; k < nargs; ++k) n.args[k] = args[k];
+    std::memcpy(n.data, &o, sizeof(Op));
+    return push(n);
+  }
+};
+
+// Converts between element types inside a graph (IR only; the typed engine converts inline).
+template <class U>
+struct ConvertOp {
+  template <class A> using result = U;
+  template <class A> using compute = A;
+  template <class C> U apply(C x) const { return convert<U>(x); }
+  template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+};
+
+}  // namespace detail::ir
+
+namespace detail {
+template <class T> struct leaf_traits<ir::Sym<T>> {
+  using value_type = T;
+  using device_type = ir::SymDevice;
+};
+}  // namespace detail
+
+namespace detail::ir {
+
+// Element types autograd works in. Reduced floats (half, bfloat16) are storage types here:
+// instantiating the machinery for them would cost every program that merely stores them.
+template <class T> inline constexpr bool grad_dtype_v = std::is_floating_point_v<T> || is_complex_v<T>;
+
+template <class Op, class C, class Seq> struct apply_result;
+template <class Op, class C, size_t... K> struct apply_result<Op, C, std::index_sequence<K...>> {
+  template <size_t> using Same = C;
+  using type = decltype(std::declval<const Op&>().template apply<C>(std::declval<Same<K>>()...));
+};
+// The type op.apply<C>(C...) returns: what the node for the op holds.
+template <class Op, class C, size_t N> using apply_t = typename apply_result<Op, C, std::make_index_sequence<N>>::type;
+
+template <class Op> constexpr bool differentiable_op() {
+  if constexpr (requires { Op::differentiable; })
+    return Op::differentiable;
+  else
+    return true;
+}
+template <class Op> constexpr bool holomorphic_op() {
+  if constexpr (requires { Op::holomorphic; })
+    return Op::holomorphic;
+  else
+    return true;
+}
+
+template <class T> const TypeInfo& type_info();
+template <class T> const GradType* grad_type_of();  // defined with the typed autograd code
+
+// The type of the values the graph node for X holds.
+template <class X> struct ir_value;
+template <class T, class D> struct ir_value<Tensor<T, D>> { using type = T; };
+template <class T> struct ir_value<Sym<T>> { using type = T; };
+template <class T> struct ir_value<Scalar<T>> { using type = T; };
+template <class Op, class... A> struct ir_value<Expr<Op, A...>> {
+  using type = apply_t<Op, typename Expr<Op, A...>::compute_type, sizeof...(A)>;
+};
+template <class X> using ir_value_t = typename ir_value<std::decay_t<X>>::type;
+
+template <class Op, class C, size_t N> const OpInfo* op_info();
+
+// ------------------------------------------------------------------ typed trees -> graph
+template <class T, class D> int to_ir(Builder& b, const Tensor<T, D>&) { return b.leaf(&type_info<T>()); }
+template <class T> int to_ir(Builder&, const Sym<T>& s) { return s.id; }
+template <class T> int to_ir(Builder& b, const Scalar<T>& s) { return b.constant(&type_info<T>(), s.value); }
+template <class To, class From> int convert_node(Builder& b, int id) {
+  if constexpr (std::is_same_v<To, From>) {
+    return id;
+  } else {
+    int a[1] = {id};
+    return b.op(op_info<ConvertOp<To>, From, 1>(), &type_info<To>(), ConvertOp<To>{}, a, 1);
+  }
+}
+template <class C, class X> int arg_to_ir(Builder& b, const X& x) {
+  if constexpr (requires { x.value; }) {  // a number: store it in the compute type
+    return b.constant(&type_info<C>(), convert<C>(x.value));
+  } else {
+    return convert_node<C, ir_value_t<X>>(b, to_ir(b, x));
+  }
+}
+template <class Op, class... A> int to_ir(Builder& b, const Expr<Op, A...>& e) {
+  using C = typename Expr<Op, A...>::compute_type;
+  using V = ir_value_t<Expr<Op, A...>>;
+  return [&]<size_t... K>(std::index_sequence<K...>) {
+    int ids[] = {arg_to_ir<C>(b, std::get<K>(e.args))...};
+    return b.op(op_info<Op, C, sizeof...(A)>(), &type_info<V>(), e.op, ids, static_cast<int>(sizeof...(A)));
+  }(std::index_sequence_for<A...>{});
+}
+// X as a node of type To; a C++ number becomes a constant.
+template <class To, class X> int to_ir_as(Builder& b, const X& x) {
+  if constexpr (is_cpp_scalar_v<X>)
+    return b.constant(&type_info<To>(), convert<To>(x));
+  else
+    return convert_node<To, ir_value_t<X>>(b, to_ir(b, x));
+}
+
+// ------------------------------------------------------------------ per-(op, type) tables
+template <class Op, class C, size_t N>
+void kernel(const void* opp, const void* const* in, const int64_t* st, void* out, int64_t n) {
+  const Op& op = *static_cast<const Op*>(opp);
+  using V = apply_t<Op, C, N>;
+  V* o = static_cast<V*>(out);
+  [&]<size_t... K>(std::index_sequence<K...>) {
+    const C* p[] = {static_cast<const C*>(in[K])...};
+    if (((st[K] == 1) && ...)) {
+      for (int64_t i = 0; i < n; ++i) o[i] = op.template apply<C>(p[K][i]...);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = op.template apply<C>(p[K][i * st[K]]...);
+    }
+  }(std::make_index_sequence<N>{});
+}
+
+template <size_t K, class Op, class O, class... A>
+auto rule(const Op& op, const O& out, const A&... a) {
+  if constexpr (K == 0)
+    return op.d0(out, a...);
+  else if constexpr (K == 1)
+    return op.d1(out, a...);
+  else
+    return op.d2(out, a...);
+}
+
+// g * conj(d) (reverse) or d * t (forward) as a node of type To; -1 when d is the number 0.
+template <class To, bool Conj, class G, class Dv>
+int times_rule(Builder& b, const G& g, const Dv& d) {
+  if constexpr (is_cpp_scalar_v<Dv>) {
+    if (d == Dv(0)) return -1;
+    if (d == Dv(1)) return to_ir_as<To>(b, g);
+    return to_ir_as<To>(b, g * d);
+  } else if constexpr (Conj && is_complex_v<To>) {
+    return to_ir_as<To>(b, g * conj(d));
+  } else {
+    return to_ir_as<To>(b, g * d);
+  }
+}
+
+template <class Op, class C, size_t N>
+void vjp(Builder& b, const IrNode& n, const int* args, int self, int adj, int* contrib, const bool* need) {
+  const Op op = n.as<Op>();
+  using V = apply_t<Op, C, N>;
+  Sym<V> out(self), g(adj);
+  [&]<size_t... K>(std::index_sequence<K...>) {
+    auto one = [&]<size_t J>(std::integral_constant<size_t, J>) {
+      if (!need[J]) return;
+      if constexpr (is_complex_v<C> && !holomorphic_op<Op>())
+        contrib[J] = to_ir_as<C>(b, op.template complex_vjp<J>(g, out, Sym<C>(args[K])...));
+      else
+        contrib[J] = times_rule<C, true>(b, g, rule<J>(op, out, Sym<C>(args[K])...));
+    };
+    (one(std::integral_constant<size_t, K>{}), ...);
+  }(std::make_index_sequence<N>{});
+}
+
+template <class Op, class C, size_t N>
+int jvp(Builder& b, const IrNode& n, const int* args, int self, const int* tangents) {
+  const Op op = n.as<Op>();
+  using V = apply_t<Op, C, N>;
+  Sym<V> out(self);
+  if constexpr (requires { op.jvp_rule(out, out, out, Sym<C>(0), Sym<C>(0)); }) {
+    // ops that select one operand: the tangent is selected too, never mixed (0 * inf)
+    int zero = b.constant(&type_info<C>(), C(0));
+    Sym<C> ta(tangents[0] < 0 ? zero : tangents[0]), tb(tangents[1] < 0 ? zero : tangents[1]);
+    return to_ir_as<V>(b, op.jvp_rule(ta, tb, out, Sym<C>(args[0]), Sym<C>(args[1])));
+  }
+  int acc = -1;
+  [&]<size_t... K>(std::index_sequence<K...>) {
+    auto one = [&]<size_t J>(std::integral_constant<size_t, J>) {
+      if (tangents[J] < 0) return;
+      Sym<C> t(tangents[J]);
+      int c;
+      if constexpr (is_complex_v<C> && !holomorphic_op<Op>())
+        c = to_ir_as<V>(b, op.template complex_jvp<J>(t, out, Sym<C>(args[K])...));
+      else
+        c = times_rule<V, false>(b, t, rule<J>(op, out, Sym<C>(args[K])...));
+      if (c >= 0) acc = acc < 0 ? c : type_info<V>().add(b, acc, c);
+    };
+    (one(std::integral_constant<size_t, K>{}), ...);
+  }(std::make_index_sequence<N>{});
+  return acc;
+}
+
+template <class Op> const char* op_name() {
+  return __PRETTY_FUNCTION__;  // informative enough for error messages
+}
+
+template <class Op, class C, size_t N>
+const OpInfo* op_info() {
+  using V = apply_t<Op, C, N>;
+  if constexpr (differentiable_op<Op>() && grad_dtype_v<C> && grad_dtype_v<V>) {
+    static const OpInfo info{op_name<Op>(), &kernel<Op, C, N>, &vjp<Op, C, N>, &jvp<Op, C, N>};
+    return &info;
+  } else {
+    static const OpInfo info{op_name<Op>(), &kernel<Op, C, N>, nullptr, nullptr};
+    return &info;
+  }
+}
+
+template <class T> int add_nodes(Builder& b, int x, int y) { return to_ir_as<T>(b, Sym<T>(x) + Sym<T>(y)); }
+
+template <class T> const TypeInfo& type_info() {
+  if constexpr (grad_dtype_v<T>) {
+    static const TypeInfo info{scalar_type_v<T>, static_cast<int>(sizeof(T)), grad_type_of<T>(), &add_nodes<T>};
+    return info;
+  } else {
+    static const TypeInfo info{scalar_type_v<T>, static_cast<int>(sizeof(T)), nullptr, nullptr};
+    return info;
+  }
+}
+
+// ------------------------------------------------------------------ evaluation
+// Evaluates `roots` of `g` into `outs` (already allocated with the broadcast shape of the
+// live leaves). One pass over the output in chunks: leaves are read in place (unit or zero
+// stride) or gathered, each live op runs its kernel on the chunk, roots are stored.
+inline void copy_elems(void* dst, int64_t ds, const void* src, int64_t ss, int64_t n, int size) {
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* s = static_cast<const unsigned char*>(src);
+  if (ds == 1 && ss == 1) {
+    std::memcpy(d, s, static_cast<size_t>(n) * size);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ds * size, s + i * ss * size, size);
+}
+
+struct EvalState {
+  const Graph* g;
+  std::vector<int> order;       // live op/leaf/const nodes in order
+  std::vector<int> leaf_op;     // operand index of each leaf slot (-1 unused)
+  std::span<const int> roots;
+  int nout;
+};
+
+inline void eval_rows(void* self, const RowCtx& c, int64_t cnt, bool) {
+  const EvalState& s = *static_cast<const EvalState*>(self);
+  const auto& nodes = s.g->nodes;
+  constexpr int64_t K = 256;
+  thread_local std::vector<unsigned char> scratch;
+  thread_local std::vector<const void*> ptr;
+  thread_local std::vector<int64_t> stride;
+  const size_t nn = nodes.size();
+  if (scratch.size() < nn * K * 16) scratch.resize(nn * K * 16);
+  if (ptr.size() < nn) {
+    ptr.resize(nn);
+    stride.resize(nn);
+  }
+  for (int64_t start = 0; start < cnt; start += K) {
+    const int64_t m = std::min(K, cnt - start);
+    for (int i : s.order) {
+      const IrNode& n = nodes[i];
+      unsigned char* buf = scratch.data() + static_cast<size_t>(i) * K * 16;
+      if (n.kind == Kind::Leaf) {
+        int q = s.leaf_op[n.leaf];
+        int64_t inner = c.inner[q];
+        const unsigned char* base =
+            static_cast<const unsigned char*>(c.base[q]) + (c.off[q] + start * inner) * n.type->size;
+        if (inner == 0 || inner == 1) {
+          ptr[i] = base;
+          stride[i] = inner;
+        } else {
+          copy_elems(buf, 1, base, inner, m, n.type->size);
+          ptr[i] = buf;
+          stride[i] = 1;
+        }
+      } else if (n.kind == Kind::Const) {
+        ptr[i] = n.data;
+        stride[i] = 0;
+      } else {
+        const void* in[3];
+        int64_t st[3];
+        for (int k = 0; k < n.nargs; ++k) {
+          in[k] = ptr[n.args[k]];
+          st[k] = stride[n.args[k]];
+        }
+        n.op->kernel(n.data, in, st, buf, m);
+        ptr[i] = buf;
+        stride[i] = 1;
+      }
+    }
+    for (int r = 0; r < s.nout; ++r) {
+      int id = s.roots[r];
+      int size = nodes[id].type->size;
+      void* dst = static_cast<unsigned char*>(const_cast<void*>(c.base[r])) + (c.off[r] + start * c.inner[r]) * size;
+      copy_elems(dst, c.inner[r], ptr[id], stride[id], m, size);
+    }
+  }
+}
+
+// leaves[k]: the tensor of leaf slot k (may be null for slots no root depends on).
+inline void evaluate(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
+                     std::span<TensorImpl* const> outs) {
+  const Shape& osz = outs[0]->sizes;
+  if (numel_of(osz) == 0) return;
+  std::vector<char> live(g.nodes.size(), 0);
+  for (int r : roots) live[r] = 1;
+  for (size_t i = g.nodes.size(); i-- > 0;)
+    if (live[i])
+      for (int k = 0; k < g.nodes[i].nargs; ++k) live[g.nodes[i].args[k]] = 1;
+  EvalState s;
+  s.g = &g;
+  s.roots = roots;
+  s.nout = static_cast<int>(roots.size());
+  s.leaf_op.assign(g.leaves.size(), -1);
+  Operands ops;
+  REEL_CHECK(roots.size() + g.leaves.size() < static_cast<size_t>(kMaxOperands), not_implemented_error,
+             "autograd: a derivative expression with more than ", kMaxOperands, " operands");
+  for (auto* o : outs) ops.add(o->storage->data ? static_cast<unsigned char*>(o->storage->data) : nullptr, o->sizes, o->strides);
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+    if (!live[i]) continue;
+    s.order.push_back(i);
+    const IrNode& n = g.nodes[i];
+    if (n.kind == Kind::Leaf && s.leaf_op[n.leaf] < 0) {
+      const TensorImpl* t = leaves[n.leaf];
+      REEL_CHECK(t, error, "autograd: a saved tensor is missing");
+      s.leaf_op[n.leaf] = ops.n;
+      ops.add(static_cast<const unsigned char*>(t->storage->data), t->sizes, t->strides);
+    }
+  }
+  // operands hold element offsets: fold each operand's storage offset into its base pointer
+  for (int r = 0; r < s.nout; ++r)
+    ops.base[r] = static_cast<const unsigned char*>(ops.base[r]) + outs[r]->offset * g.nodes[roots[r]].type->size;
+  for (size_t k = 0; k < g.leaves.size(); ++k) {
+    int q = s.leaf_op[k];
+    if (q >= 0) ops.base[q] = static_cast<const unsigned char*>(ops.base[q]) + leaves[k]->offset * g.leaves[k]->size;
+  }
+  // every output has the same shape; operand 0 defines the iteration space
+  run_rows(ops, &s, &eval_rows);
+}
+
+}  // namespace detail::ir
+}  // namespace reel

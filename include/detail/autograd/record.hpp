@@ -1,0 +1,725 @@
+#pragma once
+// Recording ops on the tape, for both modes:
+//   - fused expressions become an IrFunction node holding the expression's graph (ir.hpp);
+//     its backward builds the adjoint graph from the ops' rules and evaluates it fused;
+//   - other ops (views, reductions, matmul, cat, ...) give a backward and a forward rule
+//     written with reel ops (record_fn), so they too can be differentiated again.
+// Forward mode: after an op runs, the tangent of each active level is computed from the
+// inputs' tangents by the same rules, with that level masked (see graph.hpp).
+#include "ir.hpp"
+
+namespace reel {
+namespace detail {
+
+template <class T, class D> inline constexpr bool autograd_type_v = ir::grad_dtype_v<T> && std::is_same_v<D, CPU>;
+
+inline GradPtr make_impl(ScalarType dtype, int size, const Shape& sizes) {
+  auto p = std::make_shared<TensorImpl>();
+  p->strides = contiguous_strides(sizes);
+  p->sizes = sizes;
+  p->storage = make_storage(static_cast<size_t>(numel_of(sizes)) * size, DeviceType::CPU);
+  p->dtype = dtype;
+  p->device = DeviceType::CPU;
+  return p;
+}
+// The same view of the same storage, without autograd state.
+inline GradPtr plain_alias(const TensorImpl& t) {
+  auto p = std::make_shared<TensorImpl>(t);
+  p->autograd.reset();
+  return p;
+}
+
+inline void set_history(TensorImpl& out, const std::shared_ptr<Node>& node, int nr) {
+  auto& m = ensure_meta(out);
+  m.requires_grad = true;
+  m.grad_fn = node;
+  m.output_nr = nr;
+}
+
+// Accumulates into a leaf's .grad. Without create_graph the stored gradient is a fresh
+// tensor owned by the leaf (later backward calls add into it in place).
+struct AccumulateGrad : Node {
+  GradPtr leaf;
+  const GradType* type = nullptr;
+  const char* name() const override { return "AccumulateGrad"; }
+  bool is_accumulator() const override { return true; }
+  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override {
+    auto& m = ensure_meta(*leaf);
+    GradPtr g = grads[0];
+    if (m.hooks) g = m.hooks->run(g);
+    if (grad_mode_flag()) {
+      m.grad = m.grad ? type->add(m.grad, g) : g;
+    } else if (!m.grad) {
+      m.grad = type->clone(g);
+    } else if (impl_requires_grad(*m.grad)) {
+      m.grad = type->clone(type->add(m.grad, g));
+    } else {
+      type->add_inplace(m.grad, g);
+    }
+    return {};
+  }
+};
+
+// The edge a gradient for tensor t should flow along (none if t does not require grad).
+inline Edge edge_of(const GradPtr& t, const GradType* type) {
+  if (!t || !type) return {};
+  auto* m = meta_of(*t);
+  if (!m || !m->requires_grad) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  auto acc = m->accumulator.lock();
+  if (!acc) {
+    auto a = std::make_shared<AccumulateGrad>();
+    a->leaf = t;
+    a->type = type;
+    a->outputs.push_back({type, t->sizes});
+    a->seq = 0;  // leaves run after every node that feeds them
+    m->accumulator = a;
+    acc = std::move(a);
+  }
+  return {acc, 0};
+}
+
+inline void check_version(const TensorImpl& t, uint64_t saved, const char* op) {
+  uint64_t now = t.storage->version.load(std::memory_order_relaxed);
+  REEL_CHECK(now == saved, error, "one of the variables needed for gradient computation has been modified by an ",
+             "inplace operation: a tensor saved by ", op, " is at version ", now, "; expected version ", saved,
+             " instead. Hint: clone the tensor before modifying it in place, or modify it after backward.");
+}
+inline uint64_t version_of(const TensorImpl& t) { return t.storage->version.load(std::memory_order_relaxed); }
+
+// ------------------------------------------------------------------ graphs as ops
+inline std::vector<char> live_nodes(const ir::Graph& g, std::span<const int> roots) {
+  std::vector<char> live(g.nodes.size(), 0);
+  for (int r : roots)
+    if (r >= 0) live[r] = 1;
+  for (size_t i = g.nodes.size(); i-- > 0;)
+    if (live[i])
+      for (int k = 0; k < g.nodes[i].nargs; ++k) live[g.nodes[i].args[k]] = 1;
+  return live;
+}
+
+struct GraphRecord {
+  std::shared_ptr<ir::Graph> graph;  // gets the output/gradient placeholder leaves
+  std::vector<GradPtr> inputs;       // one per leaf slot of the graph as built
+  std::vector<uint64_t> versions;
+  std::vector<int> roots;
+  std::vector<GradPtr> outputs;
+};
+void record_graph(GraphRecord rec);
+
+// Evaluates the roots of g (fused, one pass) and records the result for autograd.
+// A root that is a leaf of the output's shape is returned as that tensor, unevaluated.
+inline std::vector<GradPtr> ir_apply(std::shared_ptr<ir::Graph> g, std::vector<GradPtr> leaves, const std::vector<int>& roots) {
+  auto live = live_nodes(*g, roots);
+  Shape S;
+  bool first = true;
+  for (size_t k = 0; k < g->leaves.size(); ++k) {
+    if (!live[g->leaf_node[k]]) continue;
+    const Shape& s = leaves[k]->sizes;
+    S = first ? s : (S == s ? S : broadcast_shapes(S, s));
+    first = false;
+  }
+  std::vector<GradPtr> res(roots.size());
+  GraphRecord rec;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    int id = roots[r];
+    if (id < 0) continue;
+    const ir::IrNode& n = g->nodes[id];
+    if (n.kind == ir::Kind::Leaf && leaves[n.leaf]->sizes == S) {
+      res[r] = leaves[n.leaf];
+      continue;
+    }
+    res[r] = make_impl(n.type->dtype, n.type->size, S);
+    rec.roots.push_back(id);
+    rec.outputs.push_back(res[r]);
+  }
+  if (rec.roots.empty()) return res;
+  std::vector<const TensorImpl*> lp(leaves.size());
+  for (size_t k = 0; k < leaves.size(); ++k) lp[k] = leaves[k].get();
+  std::vector<TensorImpl*> op(rec.outputs.size());
+  for (size_t r = 0; r < op.size(); ++r) op[r] = rec.outputs[r].get();
+  ir::evaluate(*g, lp, rec.roots, op);
+  if (autograd_needed(lp.data(), lp.size())) {
+    rec.versions.resize(leaves.size());
+    for (size_t k = 0; k < leaves.size(); ++k) rec.versions[k] = leaves[k] ? version_of(*leaves[k]) : 0;
+    rec.graph = std::make_shared<ir::Graph>(*g);
+    rec.inputs = std::move(leaves);
+    record_graph(std::move(rec));
+  }
+  return res;
+}
+
+// Backward of a recorded graph: the adjoint graph, built from the ops' vjp rules and
+// evaluated fused.
+struct IrFunction : Node {
+  std::shared_ptr<const ir::Graph> graph;
+  std::vector<GradPtr> inputs;
+  std::vector<uint64_t> versions;
+  std::vector<int> roots, value_slot, grad_slot;
+  std::vector<GradPtr> values;  // the outputs, without history
+  std::vector<uint64_t> value_versions;
+  std::weak_ptr<Node> self;
+  const char* name() const override { return "FusedExpressionBackward"; }
+  void release_saved() override {
+    inputs.clear();
+    values.clear();
+  }
+  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override {
+    const ir::Graph& F = *graph;
+    const size_t n_in = next.size();
+    // Use the saved outputs in rules (exp, tanh, ...) unless a forward-mode level is
+    // active: then they are recomputed, so their tangents propagate too.
+    const bool use_values = !any_level_active();
+    auto B = std::make_shared<ir::Graph>(F);
+    ir::Builder b{*B};
+    std::vector<int> self_id(F.nodes.size());
+    for (size_t i = 0; i < self_id.size(); ++i) self_id[i] = static_cast<int>(i);
+    std::vector<int> adj(F.nodes.size(), -1);
+    for (size_t r = 0; r < roots.size(); ++r) {
+      if (use_values) self_id[roots[r]] = F.leaf_node[value_slot[r]];
+      adj[roots[r]] = F.leaf_node[grad_slot[r]];
+    }
+    std::vector<char> needs(F.nodes.size(), 0);
+    for (size_t i = 0; i < F.nodes.size(); ++i) {
+      const auto& n = F.nodes[i];
+      if (n.kind == ir::Kind::Leaf)
+        needs[i] = n.leaf < static_cast<int>(n_in) && next[n.leaf].fn != nullptr;
+      else if (n.kind == ir::Kind::Op)
+        for (int k = 0; k < n.nargs; ++k) needs[i] = needs[i] || needs[n.args[k]];
+    }
+    for (size_t i = F.nodes.size(); i-- > 0;) {
+      const auto& n = F.nodes[i];
+      if (adj[i] < 0 || n.kind != ir::Kind::Op || !needs[i] || !n.op->vjp) continue;
+      int contrib[3] = {-1, -1, -1};
+      bool need[3] = {false, false, false};
+      for (int k = 0; k < n.nargs; ++k) need[k] = needs[n.args[k]];
+      n.op->vjp(b, n, n.args, self_id[i], adj[i], contrib, need);
+      for (int k = 0; k < n.nargs; ++k) {
+        if (contrib[k] < 0) continue;
+        int a = n.args[k];
+        adj[a] = adj[a] < 0 ? contrib[k] : F.nodes[a].type->add(b, adj[a], contrib[k]);
+      }
+    }
+    std::vector<int> broots(n_in, -1);
+    for (size_t k = 0; k < n_in; ++k)
+      if (next[k].fn) broots[k] = adj[F.leaf_node[k]];
+    // saved tensors the adjoint graph reads must be unchanged
+    auto live = live_nodes(*B, broots);
+    std::vector<GradPtr> leaves(B->leaves.size());
+    for (size_t k = 0; k < n_in; ++k) {
+      if (!live[F.leaf_node[k]]) continue;
+      check_not_released(*this);
+      check_version(*inputs[k], versions[k], "a fused elementwise expression");
+      leaves[k] = inputs[k];
+    }
+    for (size_t r = 0; r < roots.size(); ++r) {
+      if (live[F.leaf_node[value_slot[r]]]) {
+        check_not_released(*this);
+        check_version(*values[r], value_versions[r], "a fused elementwise expression (its result)");
+        auto o = plain_alias(*values[r]);
+        if (grad_mode_flag()) set_history(*o, self.lock(), static_cast<int>(r));
+        leaves[value_slot[r]] = o;
+      }
+      leaves[grad_slot[r]] = grads[r];
+    }
+    auto res = ir_apply(B, std::move(leaves), broots);
+    for (size_t k = 0; k < n_in; ++k)
+      if (res[k] && res[k]->sizes != inputs_sizes[k]) res[k] = F.leaves[k]->grad->reduce_to(res[k], inputs_sizes[k]);
+    return res;
+  }
+  std::vector<Shape> inputs_sizes;
+};
+
+inline void record_graph(GraphRecord rec) {
+  const size_t n_in = rec.inputs.size();
+  std::vector<const TensorImpl*> lp(n_in);
+  for (size_t k = 0; k < n_in; ++k) lp[k] = rec.inputs[k].get();
+  bool reverse = false;
+  if (grad_mode_flag())
+    for (auto* t : lp) reverse = reverse || (t && impl_requires_grad(*t));
+  std::vector<uint64_t> levels;
+  if (any_level_active()) collect_levels(lp.data(), n_in, levels);
+  if (!reverse && levels.empty()) return;
+
+  auto& F = *rec.graph;
+  ir::Builder b{F};
+  const size_t nr = rec.roots.size();
+  std::vector<int> value_slot(nr), grad_slot(nr);
+  for (size_t r = 0; r < nr; ++r) {
+    const ir::TypeInfo* t = F.nodes[rec.roots[r]].type;
+    value_slot[r] = F.nodes[b.leaf(t)].leaf;
+    grad_slot[r] = F.nodes[b.leaf(t)].leaf;
+  }
+  if (reverse) {
+    auto node = std::make_shared<IrFunction>();
+    node->seq = next_sequence_nr();
+    node->graph = rec.graph;
+    node->versions = rec.versions;
+    node->roots = rec.roots;
+    node->value_slot = value_slot;
+    node->grad_slot = grad_slot;
+    node->self = node;
+    for (size_t k = 0; k < n_in; ++k) {
+      node->next.push_back(edge_of(rec.inputs[k], F.leaves[k]->grad));
+      node->inputs_sizes.push_back(rec.inputs[k] ? rec.inputs[k]->sizes : Shape{});
+    }
+    node->inputs = rec.inputs;
+    for (size_t r = 0; r < nr; ++r) {
+      node->outputs.push_back({F.nodes[rec.roots[r]].type->grad, rec.outputs[r]->sizes});
+      node->values.push_back(plain_alias(*rec.outputs[r]));
+      node->value_versions.push_back(version_of(*rec.outputs[r]));
+    }
+    for (size_t r = 0; r < nr; ++r) set_history(*rec.outputs[r], node, static_cast<int>(r));
+  }
+  for (uint64_t level : levels) {
+    auto T = std::make_shared<ir::Graph>(F);
+    ir::Builder tb{*T};
+    std::vector<GradPtr> leaves = rec.inputs;
+    leaves.resize(F.leaves.size());
+    std::vector<int> tan(F.nodes.size(), -1);
+    for (size_t k = 0; k < n_in; ++k) {
+      if (!rec.inputs[k]) continue;
+      GradPtr t = tangent_of(*rec.inputs[k], level);
+      if (!t) continue;
+      tan[F.leaf_node[k]] = tb.leaf(F.leaves[k]);
+      leaves.push_back(std::move(t));
+    }
+    for (size_t i = 0; i < F.nodes.size(); ++i) {
+      const auto& n = F.nodes[i];
+      if (n.kind != ir::Kind::Op || !n.op->jvp) continue;
+      int ts[3] = {-1, -1, -1};
+      bool any = false;
+      for (int k = 0; k < n.nargs; ++k) {
+        ts[k] = tan[n.args[k]];
+        any = any || ts[k] >= 0;
+      }
+      if (any) tan[i] = n.op->jvp(tb, n, n.args, static_cast<int>(i), ts);
+    }
+    std::vector<int> troots(nr);
+    for (size_t r = 0; r < nr; ++r) troots[r] = tan[rec.roots[r]];
+    LevelMask mask(level);
+    auto res = ir_apply(T, std::move(leaves), troots);
+    for (size_t r = 0; r < nr; ++r) {
+      if (!res[r]) continue;
+      if (res[r]->sizes != rec.outputs[r]->sizes)  // an in-place write broadcast its source
+        res[r] = F.nodes[rec.roots[r]].type->grad->expand(res[r], rec.outputs[r]->sizes);
+      set_tangent(*rec.outputs[r], level, res[r]);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ typed entry points
+template <class X> void collect_leaf_impls(const X&, std::vector<GradPtr>&) {}
+template <class T, class D> void collect_leaf_impls(const Tensor<T, D>& t, std::vector<GradPtr>& v) { v.push_back(t.impl_ptr()); }
+template <class Op, class... A> void collect_leaf_impls(const Expr<Op, A...>& e, std::vector<GradPtr>& v) {
+  std::apply([&](const auto&... a) { (collect_leaf_impls(a, v), ...); }, e.args);
+}
+template <class X> bool any_leaf_meta(const X&) { return false; }
+template <class T, class D> bool any_leaf_meta(const Tensor<T, D>& t) { return t.impl().autograd != nullptr; }
+template <class Op, class... A> bool any_leaf_meta(const Expr<Op, A...>& e) {
+  return std::apply([&](const auto&... a) { return (false || ... || any_leaf_meta(a)); }, e.args);
+}
+
+template <class R, class D, class E>
+PendingRecord begin_record(const E& e) {
+  PendingRecord p;
+  if constexpr (autograd_type_v<R, D>) {
+    if (!any_leaf_meta(e)) return p;
+    collect_leaf_impls(e, p.inputs);
+    std::vector<const TensorImpl*> lp(p.inputs.size());
+    for (size_t k = 0; k < lp.size(); ++k) lp[k] = p.inputs[k].get();
+    if (!autograd_needed(lp.data(), lp.size())) return p;
+    p.active = true;
+    for (auto& t : p.inputs) p.versions.push_back(version_of(*t));
+  }
+  return p;
+}
+template <class R, class D, class E>
+void finish_record(PendingRecord& p, const Tensor<R, D>& out, const E& e) {
+  if constexpr (autograd_type_v<R, D>) {
+    if (!p.active) return;
+    GraphRecord rec;
+    rec.graph = std::make_shared<ir::Graph>();
+    ir::Builder b{*rec.graph};
+    rec.graph->nodes.reserve(16);
+    rec.roots.push_back(ir::to_ir_as<R>(b, e));
+    rec.inputs = std::move(p.inputs);
+    rec.versions = std::move(p.versions);
+    rec.outputs.push_back(out.impl_ptr());
+    record_graph(std::move(rec));
+  }
+}
+template <class R, class D, class E>
+void record_expr(const Tensor<R, D>& out, const E& e) {
+
+  if constexpr (autograd_type_v<R, D>) {
+    auto p = begin_record<R, D>(e);
+    finish_record(p, out, e);
+  }
+}
+
+// ------------------------------------------------------------------ ops with reel-op rules
+// Records `out = op(inputs...)`: `bw(grad_out)` returns the inputs' gradients (undefined:
+// none), `fw(tangents)` the output's tangent from the inputs' tangents (undefined: zero).
+// Both are written with reel ops, so they are recorded in turn (higher orders). Only the
+// calls of bw and fw are typed; the bookkeeping is shared by every op.
+struct FnNodeBase : Node {
+  const char* op_name = "";
+  std::vector<std::pair<GradPtr, uint64_t>> saved;
+  std::vector<Shape> input_sizes;
+  const char* name() const override { return op_name; }
+  virtual std::vector<GradPtr> call(const GradPtr& g) = 0;
+  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override {
+    for (auto& [t, v] : saved) check_version(*t, v, op_name);
+    auto res = call(grads[0]);
+    for (size_t k = 0; k < res.size(); ++k)
+      REEL_CHECK(!res[k] || res[k]->sizes == input_sizes[k], error, "autograd: ", op_name,
+                 " returned a gradient of shape ", res[k]->sizes, " for an input of shape ", input_sizes[k]);
+    return res;
+  }
+};
+template <class T, class D, class Bw>
+struct FnNode final : FnNodeBase {
+  std::optional<Bw> bw;
+  explicit FnNode(Bw f) : bw(std::move(f)) {}
+  void release_saved() override { bw.reset(); }
+  std::vector<GradPtr> call(const GradPtr& g) override {
+    auto gs = (*bw)(Tensor<T, D>(g));
+    std::vector<GradPtr> res(gs.size());
+    for (size_t k = 0; k < gs.size(); ++k)
+      if (gs[k].defined()) res[k] = gs[k].impl_ptr();
+    return res;
+  }
+};
+
+struct FnPlan {
+  std::vector<const TensorImpl*> ins;
+  bool reverse = false;
+  std::vector<uint64_t> levels;
+  bool any() const { return reverse || !levels.empty(); }
+};
+inline void plan_fn(FnPlan& p) {
+  if (!autograd_needed(p.ins.data(), p.ins.size())) return;
+  if (grad_mode_flag())
+    for (auto* t : p.ins) p.reverse = p.reverse || (t && impl_requires_grad(*t));
+  if (any_level_active()) collect_levels(p.ins.data(), p.ins.size(), p.levels);
+}
+inline void attach_fn(const std::shared_ptr<FnNodeBase>& node, const char* name, const FnPlan& p,
+                      std::vector<GradPtr> inputs, std::vector<GradPtr> saved, const GradType* type, TensorImpl& out) {
+  node->op_name = name;
+  node->seq = next_sequence_nr();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    node->next.push_back(edge_of(inputs[k], type));
+    node->input_sizes.push_back(p.ins[k] ? p.ins[k]->sizes : Shape{});
+  }
+  for (auto& t : saved) {
+    uint64_t v = version_of(*t);
+    node->saved.push_back({std::move(t), v});
+  }
+  node->outputs.push_back({type, out.sizes});
+  set_history(out, node, 0);
+}
+
+template <class T, class D, class Bw, class Fw>
+Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
+                       std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
+  if constexpr (autograd_type_v<T, D>) {
+    FnPlan p;
+    p.ins.reserve(inputs.size());
+    for (const auto& t : inputs) p.ins.push_back(t.defined() ? &t.impl() : nullptr);
+    plan_fn(p);
+    if (!p.any()) return out;
+    if (out.impl().autograd) out = Tensor<T, D>(plain_alias(out.impl()));  // a fresh handle for the new history
+    if (p.reverse) {
+      std::vector<GradPtr> in, sv;
+      for (const auto& t : inputs) in.push_back(t.defined() ? t.impl_ptr() : nullptr);
+      for (const auto& t : saved) sv.push_back(t.impl_ptr());
+      attach_fn(std::make_shared<FnNode<T, D, std::decay_t<Bw>>>(std::forward<Bw>(bw)), name, p, std::move(in),
+                std::move(sv), ir::grad_type_of<T>(), out.impl());
+    }
+    for (uint64_t level : p.levels) {
+      std::vector<Tensor<T, D>> ts(inputs.size());
+      for (size_t k = 0; k < inputs.size(); ++k)
+        if (p.ins[k])
+          if (GradPtr t = tangent_of(*p.ins[k], level)) ts[k] = Tensor<T, D>(t);
+      LevelMask mask(level);
+      Tensor<T, D> t = fw(ts);
+      if (t.defined()) set_tangent(out.impl(), level, t.impl_ptr());
+    }
+  }
+  return out;
+}
+template <class T, class D, class Bw, class Fw>
+Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::initializer_list<Tensor<T, D>> inputs,
+                       std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
+  return record_fn(std::move(out), name, std::span<const Tensor<T, D>>(inputs.begin(), inputs.size()), saved,
+                   std::forward<Bw>(bw), std::forward<Fw>(fw));
+}
+
+// Sums a gradient over the dimensions that broadcasting added or expanded.
+template <class T, class D>
+Tensor<T, D> reduce_to(const Tensor<T, D>& g, const Shape& sizes) {
+  if (g.sizes() == sizes) return g;
+  Shape dims;
+  int64_t off = g.dim() - static_cast<int64_t>(sizes.size());
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (d < off || (sizes[d - off] == 1 && g.size(d) != 1)) dims.push_back(d);
+  if (dims.empty()) return g.reshape(sizes);
+  return sum(g, dims, true).reshape(sizes);
+}
+
+// ------------------------------------------------------------------ views
+template <class T, class D>
+Tensor<T, D> apply_view(const Tensor<T, D>& t, const ViewSpec& v) {
+  switch (v.kind) {
+    case ViewSpec::Select: return t.select(v.a, v.b);
+    case ViewSpec::Slice: return t.slice(v.a, v.b, v.c, v.d);
+    case ViewSpec::Reshape: return t.reshape(v.shape);
+    case ViewSpec::Permute: return t.permute(v.shape);
+    case ViewSpec::Expand: return t.expand(v.shape);
+  }
+  return t;
+}
+// zeros shaped like the view's input, with g written where the view looks
+template <class T, class D>
+Tensor<T, D> embed(const Tensor<T, D>& g, const Shape& in_sizes, const ViewSpec& v) {
+  auto z = make_tensor<T, D>(in_sizes);
+  {
+    GradModeGuard ng(false);
+    z.fill_(T(0));
+    apply_view(z, v).copy_(g.detach());
+  }
+  return record_fn(z, "EmbedBackward", {g}, {},
+                   [v](const Tensor<T, D>& gg) { return std::vector<Tensor<T, D>>{apply_view(gg, v)}; },
+                   [v, in_sizes](const std::vector<Tensor<T, D>>& t) { return embed(t[0], in_sizes, v); });
+}
+template <class T, class D>
+Tensor<T, D> view_backward(const Tensor<T, D>& g, const ViewSpec& v, const Shape& in_sizes) {
+  switch (v.kind) {
+    case ViewSpec::Select:
+    case ViewSpec::Slice: return embed(g, in_sizes, v);
+    case ViewSpec::Reshape: return g.reshape(in_sizes);
+    case ViewSpec::Permute: {
+      Shape inv(v.shape.size());
+      for (int64_t i = 0; i < static_cast<int64_t>(v.shape.size()); ++i) inv[v.shape[i]] = i;
+      return g.permute(inv);
+    }
+    case ViewSpec::Expand: return reduce_to(g, in_sizes);
+  }
+  return g;
+}
+template <class T, class D>
+Tensor<T, D> record_view(const Tensor<T, D>& in, Tensor<T, D> out, ViewSpec spec) {
+  if constexpr (autograd_type_v<T, D>) {
+    Shape in_sizes = in.sizes();
+    out = record_fn(std::move(out), "ViewBackward", {in}, {},
+                    [spec, in_sizes](const Tensor<T, D>& g) { return std::vector<Tensor<T, D>>{view_backward(g, spec, in_sizes)}; },
+                    [spec](const std::vector<Tensor<T, D>>& t) { return apply_view(t[0], spec); });
+    if (auto* m = meta_of(out.impl()); m && m->grad_fn) m->is_view = true;
+  }
+  return out;
+}
+template <class T, class D>
+Tensor<T, D> record_clone(const Tensor<T, D>& in, Tensor<T, D> out) {
+  return record_fn(std::move(out), "CloneBackward", {in}, {},
+                   [](const Tensor<T, D>& g) { return std::vector<Tensor<T, D>>{g}; },
+                   [](const std::vector<Tensor<T, D>>& t) { return t[0]; });
+}
+
+// In-place writes: refused where the result would silently lose gradient.
+template <class T, class D>
+void check_inplace(const Tensor<T, D>& out, bool records) {
+  if constexpr (autograd_type_v<T, D>) {
+    auto* m = meta_of(out.impl());
+    if (grad_mode_flag() && m && m->requires_grad && !m->grad_fn)
+      raise<error>("a leaf tensor that requires grad is being used in an in-place operation; do it under ",
+                   "autograd::no_grad, or on a clone");
+    if (!records && !(m && m->grad_fn)) return;
+    bool partial = out.storage_offset() != 0 || !out.is_contiguous() ||
+                   static_cast<size_t>(out.numel()) * sizeof(T) < out.impl().storage->nbytes;
+    REEL_CHECK(!(m && m->is_view) && !(records && partial), not_implemented_error,
+               "autograd: an in-place write into a view (part of another tensor's storage) is not supported when ",
+               "either side requires grad or has a tangent; build the result out of place (cat, stack, where) instead");
+    if (!records && m) {  // overwritten by a constant: no history any more
+      m->grad_fn.reset();
+      m->requires_grad = false;
+      m->tangents.clear();
+    }
+  }
+}
+
+// ------------------------------------------------------------------ the engine's entry point
+struct GradRequest {
+  std::vector<GradPtr> outputs, grad_outputs, inputs;
+  std::vector<const GradType*> output_types, input_types;
+  bool retain_graph = false, create_graph = false, allow_unused = false, accumulate = true;
+};
+inline std::vector<GradPtr> run_grad(GradRequest& q) {
+  BackwardTask task;
+  task.keep_graph = q.retain_graph;
+  task.create_graph = q.create_graph;
+  task.accumulate_into_leaves = q.accumulate;
+  REEL_CHECK(q.grad_outputs.size() == q.outputs.size(), value_error, "grad: got ", q.grad_outputs.size(),
+             " grad_outputs for ", q.outputs.size(), " outputs");
+  for (size_t k = 0; k < q.outputs.size(); ++k) {
+    const auto& o = q.outputs[k];
+    auto* m = meta_of(*o);
+    REEL_CHECK(m && m->requires_grad, error, "element ", k, " of tensors does not require grad and does not have a grad_fn");
+    const auto& g = q.grad_outputs[k];
+    REEL_CHECK(g->sizes == o->sizes, value_error, "Mismatch in shape: grad_output[", k, "] has a shape of ", g->sizes,
+               " and output[", k, "] has a shape of ", o->sizes);
+    REEL_CHECK(g->dtype == o->dtype, type_error, "grad: grad_output[", k, "] has a different dtype than output[", k, "]");
+    Edge e = edge_of(o, q.output_types[k]);
+    task.roots.push_back(e);
+    task.root_grads.push_back(g);
+  }
+  for (size_t k = 0; k < q.inputs.size(); ++k) {
+    const auto& t = q.inputs[k];
+    auto* m = meta_of(*t);
+    REEL_CHECK(m && m->requires_grad, error, "One of the differentiated Tensors (input ", k, ") does not require grad");
+    task.capture.push_back(edge_of(t, q.input_types[k]));
+  }
+  auto res = run_backward(task);
+  for (size_t k = 0; k < res.size(); ++k)
+    REEL_CHECK(res[k] || q.allow_unused, error, "One of the differentiated Tensors (input ", k, ") appears to not have ",
+               "been used in the graph. Set allow_unused = true if this is the desired behavior.");
+  return res;
+}
+
+}  // namespace detail
+
+namespace detail::ir {
+template <class T> GradPtr grad_add(const GradPtr& a, const GradPtr& b) {
+  return Tensor<T, CPU>(Tensor<T, CPU>(a) + Tensor<T, CPU>(b)).impl_ptr();
+}
+template <class T> GradPtr grad_zeros(const Shape& s) {
+  auto t = make_tensor<T, CPU>(s);
+  GradModeGuard ng(false);
+  t.fill_(T(0));
+  return t.impl_ptr();
+}
+template <class T> GradPtr grad_clone(const GradPtr& g) {
+  GradModeGuard ng(false);
+  return Tensor<T, CPU>(plain_alias(*g)).clone().impl_ptr();
+}
+template <class T> void grad_add_inplace(const GradPtr& acc, const GradPtr& g) {
+  GradModeGuard ng(false);
+  Tensor<T, CPU>(acc).add_(Tensor<T, CPU>(plain_alias(*g)));
+}
+template <class T> GradPtr grad_reduce_to(const GradPtr& g, const Shape& s) {
+  return reduce_to(Tensor<T, CPU>(g), s).impl_ptr();
+}
+template <class T> GradPtr grad_expand(const GradPtr& g, const Shape& s) {
+  return Tensor<T, CPU>(g).expand(s).impl_ptr();
+}
+template <class T> const GradType* grad_type_of() {
+  static const GradType t{scalar_type_v<T>, &grad_add<T>,        &grad_zeros<T>,  &grad_clone<T>,
+                          &grad_add_inplace<T>, &grad_reduce_to<T>, &grad_expand<T>};
+  return &t;
+}
+}  // namespace detail::ir
+
+}  // namespace reel
+
+namespace reel {
+// ------------------------------------------------------------------ Tensor members
+template <class T, class D>
+Tensor<T, D>& Tensor<T, D>::requires_grad_(bool on) {
+  if (on)
+    REEL_CHECK((detail::autograd_type_v<T, D>), type_error, "requires_grad_: only floating point and complex CPU ",
+               "tensors can require gradients, got ", scalar_type_of<T>::name);
+  auto& m = detail::ensure_meta(impl());
+  REEL_CHECK(on || !m.grad_fn, error, "requires_grad_: you can only change requires_grad flags of leaf tensors");
+  m.requires_grad = on;
+  return *this;
+}
+template <class T, class D>
+bool Tensor<T, D>::requires_grad() const {
+  return detail::impl_requires_grad(impl());
+}
+template <class T, class D>
+bool Tensor<T, D>::is_leaf() const {
+  auto* m = detail::meta_of(impl());
+  return !m || !m->grad_fn;
+}
+template <class T, class D>
+Tensor<T, D> Tensor<T, D>::grad() const {
+  auto* m = detail::meta_of(impl());
+  return m && m->grad ? Tensor<T, D>(m->grad) : Tensor<T, D>();
+}
+template <class T, class D>
+void Tensor<T, D>::set_grad(const Tensor& g) const {
+  REEL_CHECK(!g.defined() || g.sizes() == sizes(), value_error, "set_grad: assigned grad has shape ", g.sizes(),
+             " but the tensor has shape ", sizes());
+  detail::ensure_meta(impl()).grad = g.defined() ? g.impl_ptr() : nullptr;
+}
+template <class T, class D>
+void Tensor<T, D>::retain_grad() const {
+  auto* m = detail::meta_of(impl());
+  REEL_CHECK(m && m->requires_grad, error, "retain_grad: can't retain_grad on a tensor that has requires_grad = false");
+  if (!m->grad_fn || m->retains_grad) return;
+  m->retains_grad = true;
+  m->grad_fn->retained.push_back({m->output_nr, impl_ptr()});
+}
+template <class T, class D>
+bool Tensor<T, D>::retains_grad() const {
+  auto* m = detail::meta_of(impl());
+  return m && m->retains_grad;
+}
+template <class T, class D>
+template <class F>
+RemovableHandle Tensor<T, D>::register_hook(F&& f) const {
+  auto* m = detail::meta_of(impl());
+  REEL_CHECK(m && m->requires_grad, error, "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  detail::HookFn fn = [f = std::forward<F>(f)](const detail::GradPtr& g) -> detail::GradPtr {
+    using R = std::invoke_result_t<F&, const Tensor<T, D>&>;
+    if constexpr (std::is_void_v<R>) {
+      f(Tensor<T, D>(g));
+      return nullptr;
+    } else {
+      Tensor<T, D> r = f(Tensor<T, D>(g));
+      if (r.defined())
+        REEL_CHECK(r.sizes() == Shape(g->sizes), value_error, "register_hook: a hook returned a gradient of shape ",
+                   r.sizes(), " for a tensor of shape ", g->sizes);
+      return r.defined() ? r.impl_ptr() : nullptr;
+    }
+  };
+  uint64_t id = detail::next_hook_id();
+  std::shared_ptr<detail::HookList> list;
+  if (!m->grad_fn) {
+    if (!m->hooks) m->hooks = std::make_shared<detail::HookList>();
+    list = m->hooks;
+  } else {
+    for (auto& [slot, l] : m->grad_fn->pre_hooks)
+      if (slot == m->output_nr) list = l;
+    if (!list) {
+      list = std::make_shared<detail::HookList>();
+      m->grad_fn->pre_hooks.push_back({m->output_nr, list});
+    }
+  }
+  list->hooks.push_back({id, std::move(fn)});
+  return RemovableHandle(list, id);
+}
+template <class T, class D>
+void Tensor<T, D>::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  if constexpr (detail::autograd_type_v<T, D>) {
+    detail::GradRequest q;
+    q.outputs.push_back(impl_ptr());
+    q.output_types.push_back(detail::ir::grad_type_of<T>());
+    if (grad.defined()) {
+      q.grad_outputs.push_back(grad.impl_ptr());
+    } else {
+      REEL_CHECK(numel() == 1, value_error, "backward: grad can be implicitly created only for scalar outputs (this ",
+                 "tensor has shape ", sizes(), "); pass a gradient of the same shape");
+      q.grad_outputs.push_back(detail::ir::grad_zeros<T>(sizes()));
+      Tensor<T, D>(q.grad_outputs[0]).fill_(T(1));
+    }
+    q.create_graph = create_graph;
+    q.retain_graph = retain_graph || q.create_graph;
+    detail::run_grad(q);
+  } else {
+    raise<error>("backward: element 0 of tensors does not require grad and does not have a grad_fn (dtype ",
+                 scalar_type_of<T>::name, " cannot require grad)");
+  }
+}
+}  // namespace reel

@@ -1,0 +1,313 @@
+#pragma once
+// Checking derivatives against central finite differences (in double precision):
+//   gradcheck / gradgradcheck: torch.autograd.gradcheck semantics (full Jacobians);
+//   check_ad(f, inputs): the one-call test of an op (DESIGN §4): first-order reverse,
+//     reverse-over-reverse, forward, and forward-over-reverse, all against differences.
+// Complex inputs follow PyTorch's convention: for a real loss L, the gradient with respect to
+// z = a + ib is dL/da + i dL/db, and a gradient g of a complex output y stands for the loss
+// L = Re(conj(g) y). Finite differences perturb a and b separately.
+#include <functional>
+#include <sstream>
+
+#include "autograd.hpp"
+
+namespace reel::autograd {
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  bool raise_exception = true;
+};
+
+namespace detail_check {
+template <class T, class D>
+using Tensors = std::vector<Tensor<T, D>>;
+
+template <class T> constexpr bool complex_v = is_complex_v<T>;
+
+template <class T, class D>
+Tensor<T, D> flat_copy(const Tensor<T, D>& x) {
+  no_grad ng;
+  return x.detach().clone().reshape({-1});
+}
+template <class T, class D>
+Tensor<T, D> call(const auto& f, const Tensors<T, D>& x) {
+  if constexpr (std::is_invocable_v<decltype(f), const Tensors<T, D>&>)
+    return f(x);
+  else
+    return f(x[0]);
+}
+// Directional derivative of f at xs along unit `dir` (1 or i) at element j of input i, by
+// central differences; the result has f's shape.
+template <class T, class D>
+Tensor<T, D> numeric_direction(const auto& f, const Tensors<T, D>& xs, size_t i, int64_t j, T dir, double eps) {
+  no_grad ng;
+  auto shifted = [&](double s) {
+    Tensors<T, D> y;
+    for (auto& x : xs) y.push_back(x.detach().clone());
+    y[i].reshape({-1}).mutable_data_ptr()[j] += dir * static_cast<real_t<T>>(s);
+    return Tensor<T, D>(call<T, D>(f, y).detach());
+  };
+  auto p = shifted(eps), m = shifted(-eps);
+  return Tensor<T, D>((p - m) / (2 * eps));
+}
+template <class T>
+double abs_diff(T a, T b) {
+  return std::abs(a - b);
+}
+inline void report(std::ostringstream& msg, bool& ok, bool raise_exc) {
+  if (ok) return;
+  if (raise_exc) raise<error>(msg.str());
+}
+// Re(sum(conj(g) * y))
+template <class T, class D>
+double real_inner(const Tensor<T, D>& g, const Tensor<T, D>& y) {
+  auto a = flat_copy(g).to_vector(), b = flat_copy(y).to_vector();
+  double s = 0;
+  for (size_t k = 0; k < a.size(); ++k) s += std::real(std::conj(a[k]) * b[k]);
+  return s;
+}
+template <class T, class D>
+Tensor<T, D> random_like(const Tensor<T, D>& x, Generator& gen) {
+  return randn<T, D>(x.sizes(), gen);
+}
+}  // namespace detail_check
+
+// Compares the analytical Jacobian (one backward per output element and component) with
+// central differences. Inputs that require grad are checked (all of them when none does).
+namespace detail_check {
+template <class T, class D>
+using Fn = std::function<Tensor<T, D>(const std::vector<Tensor<T, D>>&)>;
+template <class T, class D, class F>
+Fn<T, D> erase(F& f) {
+  return [&f](const std::vector<Tensor<T, D>>& x) { return call<T, D>(f, x); };
+}
+}  // namespace detail_check
+
+// The checks take f through std::function, so each check is compiled once per dtype.
+template <class T, class D>
+bool gradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o);
+template <class T, class D, class F>
+bool gradcheck(F&& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o = {}) {
+  return gradcheck_impl<T, D>(detail_check::erase<T, D>(f), std::move(inputs), o);
+}
+template <class T, class D>
+bool gradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o) {
+  using namespace detail_check;
+  if constexpr (!std::is_same_v<real_t<T>, double>)
+    reel::warn("gradcheck: inputs are not double precision; the check is likely to fail from rounding alone");
+  std::vector<size_t> checked;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].requires_grad()) checked.push_back(i);
+  if (checked.empty())
+    for (size_t i = 0; i < inputs.size(); ++i) checked.push_back(i);
+  Tensors<T, D> xs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor<T, D> x = inputs[i].detach();
+    if (std::find(checked.begin(), checked.end(), i) != checked.end()) x.requires_grad_(true);
+    xs.push_back(x);
+  }
+  Tensor<T, D> out = call<T, D>(f, xs);
+  const int64_t n_out = out.numel();
+  std::vector<T> dirs{T(1)};
+  if constexpr (complex_v<T>) dirs.push_back(T(0, 1));
+  std::ostringstream msg;
+  bool ok = true;
+  for (size_t i : checked) {
+    for (int64_t j = 0; j < xs[i].numel() && ok; ++j) {
+      for (size_t c = 0; c < dirs.size(); ++c) {
+        auto num = flat_copy(numeric_direction(f, xs, i, j, dirs[c], o.eps)).to_vector();
+        // for every output element k and output component: analytical d L / d dir
+        for (int64_t k = 0; k < n_out && ok; ++k) {
+          for (size_t oc = 0; oc < dirs.size(); ++oc) {
+            auto g = reel::detail::make_tensor<T, D>(out.sizes());
+            {
+              no_grad ng;
+              g.fill_(T(0));
+              g.reshape({-1}).mutable_data_ptr()[k] = dirs[oc];
+            }
+            Tensor<T, D> gi;
+            if (out.requires_grad()) gi = grad({out}, {xs[i]}, {g}, {true, false, true})[0];
+            T a = gi.defined() ? flat_copy(gi).to_vector()[j] : T(0);
+            double analytic = c == 0 ? std::real(a) : std::imag(std::complex<double>(a));
+            double numeric = std::real(std::conj(dirs[oc]) * num[k]);
+            if (std::abs(analytic - numeric) > o.atol + o.rtol * std::abs(numeric)) {
+              ok = false;
+              msg << "gradcheck: Jacobian mismatch for output " << k << " with respect to input " << i << ", element "
+                  << j << (c ? " (imaginary part)" : "") << ": numerical " << numeric << ", analytical " << analytic;
+            }
+          }
+        }
+      }
+    }
+  }
+  report(msg, ok, o.raise_exception);
+  return ok;
+}
+
+// Checks second derivatives: gradcheck of (inputs, v) -> the vjp of f with v, whose
+// gradient is computed by differentiating the backward pass.
+template <class T, class D>
+bool gradgradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o);
+template <class T, class D, class F>
+bool gradgradcheck(F&& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o = {}) {
+  return gradgradcheck_impl<T, D>(detail_check::erase<T, D>(f), std::move(inputs), o);
+}
+template <class T, class D>
+bool gradgradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o) {
+  using namespace detail_check;
+  Generator gen(20261130);
+  Tensor<T, D> out;
+  {
+    no_grad ng;
+    out = call<T, D>(f, inputs);
+  }
+  Tensor<T, D> v = random_like(out, gen);
+  const size_t n = inputs.size();
+  Fn<T, D> g = [&](const Tensors<T, D>& xv) {
+    Tensors<T, D> x(xv.begin(), xv.begin() + n);
+    Tensor<T, D> y = call<T, D>(f, x);
+    auto gs = grad({y}, x, {xv[n]}, {true, true, true});
+    Tensors<T, D> parts;
+    for (size_t i = 0; i < n; ++i)
+      parts.push_back(gs[i].defined() ? gs[i].reshape({-1}) : Tensor<T, D>(x[i].reshape({-1}) * 0));
+    return cat(parts, 0);
+  };
+  Tensors<T, D> xv;
+  for (auto& x : inputs) xv.push_back(x.detach().requires_grad_(true));
+  xv.push_back(v.requires_grad_(true));
+  return gradcheck_impl<T, D>(g, xv, o);
+}
+
+struct CheckAdOptions {
+  double eps = 1e-6;
+  double atol = 1e-6;
+  double rtol = 1e-5;
+  uint64_t seed = 1234;
+  bool second_order = true;
+};
+
+// The standard test of an op: reverse, reverse-over-reverse, forward and forward-over-
+// reverse derivatives of f at `inputs`, each compared with central differences. Reverse
+// mode is projected on random output directions; forward mode is checked along every input
+// element (and i times it for complex inputs). Throws reel::error naming the failing mode.
+template <class T, class D>
+void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, CheckAdOptions o);
+template <class T, class D, class F>
+void check_ad(F&& f, std::vector<Tensor<T, D>> inputs, CheckAdOptions o = {}) {
+  check_ad_impl<T, D>(detail_check::erase<T, D>(f), std::move(inputs), o);
+}
+template <class T, class D>
+void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, CheckAdOptions o) {
+  using namespace detail_check;
+  static_assert(std::is_same_v<real_t<T>, double>, "reel::autograd::check_ad: use double or complex<double> inputs");
+  Generator gen(o.seed);
+  std::vector<T> dirs{T(1)};
+  if constexpr (complex_v<T>) dirs.push_back(T(0, 1));
+  auto close = [&](double a, double b) { return std::abs(a - b) <= o.atol + o.rtol * std::abs(b); };
+  auto fail = [&](const std::string& mode, size_t i, int64_t j, size_t c, double num, double an) {
+    std::ostringstream m;
+    m << "check_ad: " << mode << " mismatch with respect to input " << i << ", element " << j
+      << (c ? " (imaginary direction)" : "") << ": finite differences " << num << ", autograd " << an;
+    raise<error>(m.str());
+  };
+
+  // h(x) = the gradient of Re<g, f(x)> with respect to every input, as one flat tensor.
+  Tensor<T, D> out0;
+  {
+    no_grad ng;
+    out0 = call<T, D>(f, inputs);
+  }
+  Tensor<T, D> g = random_like(out0, gen);
+  auto h = [&](const Tensors<T, D>& x, bool create) {
+    Tensors<T, D> xs;
+    for (auto& t : x) xs.push_back(t.requires_grad() ? t : Tensor<T, D>(t.detach().requires_grad_(true)));
+    enable_grad eg;
+    Tensor<T, D> y = call<T, D>(f, xs);
+    Tensors<T, D> gs(xs.size());
+    if (y.requires_grad()) gs = grad({y}, xs, {g}, {create, create, true});
+    Tensors<T, D> parts;
+    for (size_t i = 0; i < xs.size(); ++i)
+      parts.push_back(gs[i].defined() ? gs[i].reshape({-1}) : Tensor<T, D>(zeros<T, D>({xs[i].numel()})));
+    return cat(parts, 0);
+  };
+  Fn<T, D> h_plain = [&](const Tensors<T, D>& x) { return h(x, false).detach(); };
+
+  // first order
+  Tensor<T, D> hx = h_plain(inputs);
+  auto hv = hx.to_vector();
+  int64_t base = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (int64_t j = 0; j < inputs[i].numel(); ++j) {
+      for (size_t c = 0; c < dirs.size(); ++c) {
+        Tensor<T, D> num = numeric_direction(f, inputs, i, j, dirs[c], o.eps);
+        // reverse: component c of the gradient is the derivative of Re<g, f> along dirs[c]
+        double rev = c == 0 ? std::real(hv[base + j]) : std::imag(std::complex<double>(hv[base + j]));
+        double expect = real_inner(g, num);
+        if (!close(rev, expect)) fail("reverse mode", i, j, c, expect, rev);
+        // forward: the tangent along dirs[c]
+        {
+          forward_ad::dual_level level;
+          Tensors<T, D> xs;
+          for (size_t k = 0; k < inputs.size(); ++k) {
+            auto t = zeros<T, D>(inputs[k].sizes());
+            if (k == i) t.reshape({-1}).mutable_data_ptr()[j] = dirs[c];
+            xs.push_back(forward_ad::make_dual(inputs[k].detach(), t));
+          }
+          Tensor<T, D> tan = forward_ad::unpack_dual(call<T, D>(f, xs)).tangent;
+          auto nv = flat_copy(num).to_vector();
+          std::vector<T> tv = tan.defined() ? flat_copy(tan).to_vector() : std::vector<T>(nv.size(), T(0));
+          for (size_t k = 0; k < nv.size(); ++k)
+            for (int part = 0; part < (complex_v<T> ? 2 : 1); ++part) {
+              double a = part ? std::imag(std::complex<double>(tv[k])) : std::real(tv[k]);
+              double b = part ? std::imag(std::complex<double>(nv[k])) : std::real(nv[k]);
+              if (!close(a, b)) fail("forward mode (output element " + std::to_string(k) + ")", i, j, c, b, a);
+            }
+        }
+      }
+    }
+    base += inputs[i].numel();
+  }
+  if (!o.second_order) return;
+
+  // second order: derivatives of h
+  Tensor<T, D> u = random_like(hx, gen);
+  Tensors<T, D> xr;
+  for (auto& x : inputs) xr.push_back(x.detach().requires_grad_(true));
+  Tensor<T, D> hr = h(xr, true);
+  Tensors<T, D> rr(xr.size());
+  if (hr.requires_grad()) rr = grad({hr}, xr, {u}, {false, false, true});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto rv = rr[i].defined() ? flat_copy(rr[i]).to_vector() : std::vector<T>(inputs[i].numel(), T(0));
+    for (int64_t j = 0; j < inputs[i].numel(); ++j) {
+      for (size_t c = 0; c < dirs.size(); ++c) {
+        Tensor<T, D> num = numeric_direction(h_plain, inputs, i, j, dirs[c], o.eps);
+        double rev = c == 0 ? std::real(rv[j]) : std::imag(std::complex<double>(rv[j]));
+        double expect = real_inner(u, num);
+        if (!close(rev, expect)) fail("reverse-over-reverse", i, j, c, expect, rev);
+        // forward over reverse: the tangent of the gradient
+        forward_ad::dual_level level;
+        Tensors<T, D> xs;
+        for (size_t k = 0; k < inputs.size(); ++k) {
+          auto t = zeros<T, D>(inputs[k].sizes());
+          if (k == i) t.reshape({-1}).mutable_data_ptr()[j] = dirs[c];
+          Tensor<T, D> p = inputs[k].detach();
+          p.requires_grad_(true);
+          xs.push_back(forward_ad::make_dual(p, t));
+        }
+        Tensor<T, D> tan = forward_ad::unpack_dual(h(xs, true)).tangent;
+        auto nv = flat_copy(num).to_vector();
+        std::vector<T> tv = tan.defined() ? flat_copy(tan).to_vector() : std::vector<T>(nv.size(), T(0));
+        for (size_t k = 0; k < nv.size(); ++k)
+          for (int part = 0; part < (complex_v<T> ? 2 : 1); ++part) {
+            double a = part ? std::imag(std::complex<double>(tv[k])) : std::real(tv[k]);
+            double b = part ? std::imag(std::complex<double>(nv[k])) : std::real(nv[k]);
+            if (!close(a, b)) fail("forward-over-reverse (gradient element " + std::to_string(k) + ")", i, j, c, b, a);
+          }
+      }
+    }
+  }
+}
+
+}  // namespace reel::autograd
