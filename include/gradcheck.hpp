@@ -166,7 +166,9 @@ bool gradgradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D
   Tensor<T, D> v = random_like(out, gen);
   const size_t n = inputs.size();
   Fn<T, D> g = [&](const Tensors<T, D>& xv) {
-    Tensors<T, D> x(xv.begin(), xv.begin() + n);
+    enable_grad eg;  // also when called for finite differences (under no_grad)
+    Tensors<T, D> x;
+    for (size_t i = 0; i < n; ++i) x.push_back(xv[i].requires_grad() ? xv[i] : Tensor<T, D>(xv[i].detach().requires_grad_(true)));
     Tensor<T, D> y = call<T, D>(f, x);
     auto gs = grad({y}, x, {xv[n]}, {true, true, true});
     Tensors<T, D> parts;

@@ -231,14 +231,16 @@ inline std::vector<GradPtr> run_backward(BackwardTask& task) {
 
   // 2. With captures, only nodes leading to a captured slot need to run.
   std::vector<std::vector<int>> capture_at(nodes.size());
-  for (size_t i = 0; i < task.capture.size(); ++i)
-    if (task.capture[i].fn) capture_at[index[task.capture[i].fn.get()]].push_back(static_cast<int>(i));
+  for (size_t i = 0; i < task.capture.size(); ++i) {
+    auto it = task.capture[i].fn ? index.find(task.capture[i].fn.get()) : index.end();
+    if (it != index.end()) capture_at[it->second].push_back(static_cast<int>(i));  // else: unreachable
+  }
   std::vector<char> needed(nodes.size(), 1);
   if (!task.capture.empty()) {
     for (size_t i = nodes.size(); i-- > 0;) {  // inputs before consumers
       Node* n = nodes[i];
       bool need = !capture_at[i].empty();
-      for (auto& e : n->next) need = need || (e.fn && needed[index[e.fn.get()]]);
+      for (auto& e : n->next) need = need || (e.fn && needed[index.at(e.fn.get())]);
       needed[i] = need;
     }
   }
@@ -248,7 +250,7 @@ inline std::vector<GradPtr> run_backward(BackwardTask& task) {
   std::vector<std::vector<GradPtr>> buffers(nodes.size());
   auto add_to = [&](const Edge& e, const GradPtr& g) {
     if (!e.fn || !g) return;
-    int i = index[e.fn.get()];
+    int i = index.at(e.fn.get());
     auto& buf = buffers[i];
     if (buf.empty()) buf.resize(std::max<size_t>(e.fn->outputs.size(), 1));
     GradPtr& acc = buf[e.input_nr];

@@ -201,10 +201,12 @@ struct AbsOp : ToRealRule {
     requires(std::is_floating_point_v<C> || is_complex_v<C>)
   auto vec(const A& a) const { return a.abs(); }
   template <class O, class X> auto d0(const O&, const X& x) const { return sgn(x); }
-  // complex x: d|x| = Re(conj(sgn x) dx); the gradient of a real loss is g sgn(x)
-  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X& x) const { return g * sgn(x); }
+  // complex x: d|x| = Re(conj(u) dx) with u = x / |x| (0 at 0); the gradient of a real loss
+  // is g u. u is written with differentiable ops (sgn's derivative is 0), for higher orders.
+  template <class X> static auto unit(const X& x) { return where(eq(abs(x), 0), 0, x / abs(x)); }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X& x) const { return g * unit(x); }
   template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X& x) const {
-    return real(conj(sgn(x)) * t);
+    return real(conj(unit(x)) * t);
   }
 };
 // sign for real numbers; sgn(z) = z / |z| (0 at 0) extends it to complex numbers.
