@@ -20,7 +20,7 @@ class enable_grad : detail::GradModeGuard {
 };
 
 struct GradOptions {
-  std::optional<bool> retain_graph;  // default: create_graph
+  std::optional<bool> retain_graph = std::nullopt;  // default: create_graph
   bool create_graph = false;
   bool allow_unused = false;
 };

@@ -61,23 +61,51 @@ inline uint64_t next_hook_id() {
   return ++n;
 }
 
+// Releases graph objects iteratively: destroying a long chain of nodes (each owning the
+// previous one through its edges and saved tensors) must not recurse once per node.
+inline void defer_release(std::shared_ptr<void> p) {
+  if (!p) return;
+  thread_local std::vector<std::shared_ptr<void>> pending;
+  thread_local bool draining = false;
+  pending.push_back(std::move(p));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    auto last = std::move(pending.back());
+    pending.pop_back();
+    last.reset();  // may defer more
+  }
+  draining = false;
+}
+
 struct Node {
   uint64_t seq = 0;
   std::vector<Edge> next;           // one per input (fn null: that input needs no gradient)
   std::vector<OutputInfo> outputs;  // dtype and shape of each output
   bool released = false;
+  // Scratch of the backward pass that visits this node (see run_backward).
+  uint64_t visit_mark = 0;
+  int visit_index = -1;
   // Non-leaf tensors with retain_grad(): their grads are stored when this node runs.
   std::vector<std::pair<int, std::weak_ptr<TensorImpl>>> retained;
   // Hooks registered on non-leaf outputs of this node, run on the output's gradient.
   std::vector<std::pair<int, std::shared_ptr<HookList>>> pre_hooks;
 
-  virtual ~Node() = default;
+  virtual ~Node() {
+    for (auto& e : next) defer_release(std::move(e.fn));
+  }
   virtual const char* name() const = 0;
   // Gradients of the inputs (one per `next` edge) from the gradients of the outputs.
   virtual std::vector<GradPtr> apply(std::vector<GradPtr>& grads) = 0;
   // Drops saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
   virtual bool is_accumulator() const { return false; }
+};
+
+// A tensor saved for backward, with the version it must still have then.
+struct SavedTensor {
+  GradPtr t;
+  uint64_t version = 0;
 };
 
 // A tangent of one forward-mode level.
@@ -211,13 +239,21 @@ inline void check_not_released(const Node& n) {
              "backward through the graph a second time.");
 }
 
+// Nodes carry a mark of the backward pass visiting them, so collecting and indexing the
+// graph needs no hash table (one allocation per node would dominate small graphs' cost).
+// Two threads may differentiate independent graphs at once; one graph is differentiated by
+// one thread at a time.
 inline std::vector<GradPtr> run_backward(BackwardTask& task) {
+  static std::atomic<uint64_t> epochs{0};
+  const uint64_t epoch = ++epochs;
   // 1. The reachable nodes, in decreasing sequence number (a topological order).
   std::vector<Node*> nodes;
-  std::unordered_map<Node*, int> index;  // node -> position in `nodes`
   std::vector<Node*> stack;
   auto visit = [&](Node* n) {
-    if (n && index.emplace(n, 0).second) stack.push_back(n);
+    if (n && n->visit_mark != epoch) {
+      n->visit_mark = epoch;
+      stack.push_back(n);
+    }
   };
   for (auto& r : task.roots) visit(r.fn.get());
   while (!stack.empty()) {
@@ -227,22 +263,26 @@ inline std::vector<GradPtr> run_backward(BackwardTask& task) {
     for (auto& e : n->next) visit(e.fn.get());
   }
   std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
-  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->visit_index = static_cast<int>(i);
+  auto index_of = [&](Node* n) { return n->visit_mark == epoch ? n->visit_index : -1; };
 
   // 2. With captures, only nodes leading to a captured slot need to run.
-  std::vector<std::vector<int>> capture_at(nodes.size());
+  std::vector<std::pair<int, int>> captures;  // (node index, capture index), by node
   for (size_t i = 0; i < task.capture.size(); ++i) {
-    auto it = task.capture[i].fn ? index.find(task.capture[i].fn.get()) : index.end();
-    if (it != index.end()) capture_at[it->second].push_back(static_cast<int>(i));  // else: unreachable
+    int at = task.capture[i].fn ? index_of(task.capture[i].fn.get()) : -1;
+    if (at >= 0) captures.push_back({at, static_cast<int>(i)});  // else: unreachable
   }
+  std::sort(captures.begin(), captures.end());
   std::vector<char> needed(nodes.size(), 1);
   if (!task.capture.empty()) {
-    for (size_t i = nodes.size(); i-- > 0;) {  // inputs before consumers
-      Node* n = nodes[i];
-      bool need = !capture_at[i].empty();
-      for (auto& e : n->next) need = need || (e.fn && needed[index.at(e.fn.get())]);
-      needed[i] = need;
-    }
+    std::fill(needed.begin(), needed.end(), 0);
+    for (auto& c : captures) needed[c.first] = 1;
+    for (size_t i = nodes.size(); i-- > 0;)  // inputs before consumers
+      for (auto& e : nodes[i]->next)
+        if (e.fn && needed[e.fn->visit_index]) {
+          needed[i] = 1;
+          break;
+        }
   }
 
   // 3. Run.
@@ -250,7 +290,7 @@ inline std::vector<GradPtr> run_backward(BackwardTask& task) {
   std::vector<std::vector<GradPtr>> buffers(nodes.size());
   auto add_to = [&](const Edge& e, const GradPtr& g) {
     if (!e.fn || !g) return;
-    int i = index.at(e.fn.get());
+    int i = e.fn->visit_index;
     auto& buf = buffers[i];
     if (buf.empty()) buf.resize(std::max<size_t>(e.fn->outputs.size(), 1));
     GradPtr& acc = buf[e.input_nr];
@@ -268,6 +308,7 @@ inline std::vector<GradPtr> run_backward(BackwardTask& task) {
 
   for (size_t i = 0; i < task.roots.size(); ++i) add_to(task.roots[i], task.root_grads[i]);
 
+  auto cap = captures.begin();
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node* n = nodes[i];
     if (!needed[i] || buffers[i].empty()) continue;
@@ -280,7 +321,9 @@ inline std::vector<GradPtr> run_backward(BackwardTask& task) {
       auto& m = ensure_meta(*t);
       m.grad = task.create_graph ? grads[slot] : n->outputs[slot].type->clone(grads[slot]);
     }
-    for (int idx : capture_at[i]) captured[idx] = grads[task.capture[idx].input_nr];
+    while (cap != captures.end() && cap->first < static_cast<int>(i)) ++cap;
+    for (auto c = cap; c != captures.end() && c->first == static_cast<int>(i); ++c)
+      captured[c->second] = grads[task.capture[c->second].input_nr];
     if (n->is_accumulator()) {
       if (task.accumulate_into_leaves) n->apply(grads);
       continue;

@@ -10,7 +10,9 @@
 // So differentiating an expression, and differentiating that derivative again, costs no
 // new template instantiations per expression type: only one table per (op, type) pair.
 #include <cstring>
+#include <mutex>
 #include <span>
+#include <unordered_map>
 
 #include "../expr/ops.hpp"
 #include "graph.hpp"
@@ -61,15 +63,79 @@ struct IrNode {
   int32_t leaf = -1;  // Kind::Leaf: the leaf slot
   const TypeInfo* type = nullptr;
   const OpInfo* op = nullptr;
-  alignas(16) unsigned char data[48] = {};  // the op object (Op) or the value (Const)
+  alignas(16) unsigned char data[32] = {};  // the op object (Op) or the value (Const)
   template <class O> const O& as() const { return *reinterpret_cast<const O*>(data); }
+};
+
+struct Graph;
+// A graph's backward, built once per (graph, inputs that need gradients, use of saved outputs)
+// and reused: recording the same expression again finds the same interned graph.
+struct BackwardPlan {
+  uint64_t needs = 0;
+  bool use_values = false;
+  std::shared_ptr<const Graph> graph;  // the forward graph plus the adjoint nodes
+  std::vector<int> roots;              // adjoint of each input leaf slot (-1: none)
+  std::vector<char> live;              // nodes of `graph` the roots depend on
+};
+struct PlanCache {
+  std::mutex mu;
+  std::vector<std::shared_ptr<const BackwardPlan>> plans;
 };
 
 struct Graph {
   std::vector<IrNode> nodes;
   std::vector<const TypeInfo*> leaves;  // dtype of each leaf slot
   std::vector<int> leaf_node;           // the node of each leaf slot
+  std::shared_ptr<PlanCache> cache;     // set on interned graphs
 };
+
+inline uint64_t hash_graph(const Graph& g) {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  auto mix = [&](uint64_t w) {
+    h ^= w + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+  };
+  auto word = [](const unsigned char* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  };
+  for (const auto& n : g.nodes) {
+    mix(uint64_t(n.kind) | uint64_t(n.nargs) << 8 | uint64_t(uint32_t(n.leaf)) << 32);
+    mix(uint64_t(uint32_t(n.args[0])) | uint64_t(uint32_t(n.args[1])) << 32);
+    mix(uint64_t(uint32_t(n.args[2])) ^ reinterpret_cast<uintptr_t>(n.type));
+    mix(reinterpret_cast<uintptr_t>(n.op));
+    for (size_t k = 0; k < sizeof n.data; k += 8) mix(word(n.data + k));
+  }
+  for (auto* t : g.leaves) mix(reinterpret_cast<uintptr_t>(t));
+  return h;
+}
+inline bool same_graph(const Graph& a, const Graph& b) {
+  if (a.nodes.size() != b.nodes.size() || a.leaves != b.leaves) return false;
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    const auto &x = a.nodes[i], &y = b.nodes[i];
+    if (x.kind != y.kind || x.nargs != y.nargs || x.leaf != y.leaf || x.type != y.type || x.op != y.op ||
+        std::memcmp(x.args, y.args, sizeof x.args) != 0 || std::memcmp(x.data, y.data, sizeof x.data) != 0)
+      return false;
+  }
+  return true;
+}
+// The one shared copy of g (per thread), so work derived from it can be cached with it.
+inline std::shared_ptr<const Graph> intern(const Graph& g) {
+  thread_local std::shared_ptr<const Graph> last;  // a loop records the same graph again and again
+  if (last && same_graph(*last, g)) return last;
+  thread_local std::unordered_multimap<uint64_t, std::shared_ptr<const Graph>> table;
+  uint64_t h = hash_graph(g);
+  auto range = table.equal_range(h);
+  for (auto it = range.first; it != range.second; ++it)
+    if (same_graph(*it->second, g)) return last = it->second;
+  if (table.size() >= 4096) table.clear();  // bounded: graphs with varying constants
+  auto copy = std::make_shared<Graph>(g);
+  copy->cache = std::make_shared<PlanCache>();
+  std::shared_ptr<const Graph> p = std::move(copy);
+  table.emplace(h, p);
+  return last = p;
+}
 
 struct Builder {
   Graph& g;
@@ -168,6 +234,10 @@ template <class Op, class... A> struct ir_value<Expr<Op, A...>> {
 template <class X> using ir_value_t = typename ir_value<std::decay_t<X>>::type;
 
 template <class Op, class C, size_t N> const OpInfo* op_info();
+
+// An upper bound of the nodes a typed tree becomes (each operand may need a conversion).
+template <class X> inline constexpr int node_bound_v = 1;
+template <class Op, class... A> inline constexpr int node_bound_v<Expr<Op, A...>> = 1 + (0 + ... + (node_bound_v<A> + 1));
 
 // ------------------------------------------------------------------ typed trees -> graph
 template <class T, class D> int to_ir(Builder& b, const Tensor<T, D>&) { return b.leaf(&type_info<T>()); }
@@ -333,8 +403,8 @@ inline void copy_elems(void* dst, int64_t ds, const void* src, int64_t ss, int64
 
 struct EvalState {
   const Graph* g;
-  std::vector<int> order;       // live op/leaf/const nodes in order
-  std::vector<int> leaf_op;     // operand index of each leaf slot (-1 unused)
+  std::span<const int> order;    // live nodes, in order
+  std::span<const int> leaf_op;  // operand index of each leaf slot (-1 unused)
   std::span<const int> roots;
   int nout;
 };
@@ -394,43 +464,48 @@ inline void eval_rows(void* self, const RowCtx& c, int64_t cnt, bool) {
   }
 }
 
-// leaves[k]: the tensor of leaf slot k (may be null for slots no root depends on).
-inline void evaluate(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
-                     std::span<TensorImpl* const> outs) {
-  const Shape& osz = outs[0]->sizes;
-  if (numel_of(osz) == 0) return;
-  std::vector<char> live(g.nodes.size(), 0);
-  for (int r : roots) live[r] = 1;
+// The nodes the roots depend on.
+inline void mark_live(const Graph& g, std::span<const int> roots, std::vector<char>& live) {
+  live.assign(g.nodes.size(), 0);
+  for (int r : roots)
+    if (r >= 0) live[r] = 1;
   for (size_t i = g.nodes.size(); i-- > 0;)
     if (live[i])
       for (int k = 0; k < g.nodes[i].nargs; ++k) live[g.nodes[i].args[k]] = 1;
-  EvalState s;
-  s.g = &g;
-  s.roots = roots;
-  s.nout = static_cast<int>(roots.size());
-  s.leaf_op.assign(g.leaves.size(), -1);
+}
+
+// leaves[k]: the tensor of leaf slot k (may be null for slots no root depends on); `live`
+// from mark_live for these roots.
+inline void evaluate(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
+                     std::span<TensorImpl* const> outs, const std::vector<char>& live) {
+  const Shape& osz = outs[0]->sizes;
+  if (numel_of(osz) == 0) return;
+  thread_local std::vector<int> order, leaf_op;  // reused: no allocation per call
+  order.clear();
+  leaf_op.assign(g.leaves.size(), -1);
   Operands ops;
-  REEL_CHECK(roots.size() + g.leaves.size() < static_cast<size_t>(kMaxOperands), not_implemented_error,
-             "autograd: a derivative expression with more than ", kMaxOperands, " operands");
-  for (auto* o : outs) ops.add(o->storage->data ? static_cast<unsigned char*>(o->storage->data) : nullptr, o->sizes, o->strides);
+  for (auto* o : outs) ops.add(static_cast<unsigned char*>(o->storage->data), o->sizes, o->strides);
   for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
     if (!live[i]) continue;
-    s.order.push_back(i);
+    order.push_back(i);
     const IrNode& n = g.nodes[i];
-    if (n.kind == Kind::Leaf && s.leaf_op[n.leaf] < 0) {
+    if (n.kind == Kind::Leaf && leaf_op[n.leaf] < 0) {
       const TensorImpl* t = leaves[n.leaf];
       REEL_CHECK(t, error, "autograd: a saved tensor is missing");
-      s.leaf_op[n.leaf] = ops.n;
+      REEL_CHECK(ops.n < kMaxOperands, not_implemented_error, "autograd: a derivative expression with more than ",
+                 kMaxOperands - 1, " operands");
+      leaf_op[n.leaf] = ops.n;
       ops.add(static_cast<const unsigned char*>(t->storage->data), t->sizes, t->strides);
     }
   }
   // operands hold element offsets: fold each operand's storage offset into its base pointer
-  for (int r = 0; r < s.nout; ++r)
+  for (size_t r = 0; r < outs.size(); ++r)
     ops.base[r] = static_cast<const unsigned char*>(ops.base[r]) + outs[r]->offset * g.nodes[roots[r]].type->size;
   for (size_t k = 0; k < g.leaves.size(); ++k) {
-    int q = s.leaf_op[k];
+    int q = leaf_op[k];
     if (q >= 0) ops.base[q] = static_cast<const unsigned char*>(ops.base[q]) + leaves[k]->offset * g.leaves[k]->size;
   }
+  EvalState s{&g, order, leaf_op, roots, static_cast<int>(roots.size())};
   // every output has the same shape; operand 0 defines the iteration space
   run_rows(ops, &s, &eval_rows);
 }

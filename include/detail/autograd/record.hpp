@@ -6,6 +6,8 @@
 //     written with reel ops (record_fn), so they too can be differentiated again.
 // Forward mode: after an op runs, the tangent of each active level is computed from the
 // inputs' tangents by the same rules, with that level masked (see graph.hpp).
+#include <new>
+
 #include "ir.hpp"
 
 namespace reel {
@@ -89,32 +91,78 @@ inline uint64_t version_of(const TensorImpl& t) { return t.storage->version.load
 
 // ------------------------------------------------------------------ graphs as ops
 inline std::vector<char> live_nodes(const ir::Graph& g, std::span<const int> roots) {
-  std::vector<char> live(g.nodes.size(), 0);
-  for (int r : roots)
-    if (r >= 0) live[r] = 1;
-  for (size_t i = g.nodes.size(); i-- > 0;)
-    if (live[i])
-      for (int k = 0; k < g.nodes[i].nargs; ++k) live[g.nodes[i].args[k]] = 1;
+  std::vector<char> live;
+  ir::mark_live(g, roots, live);
   return live;
 }
+// Pointers to a few tensors, without a heap allocation in the common case.
+struct ImplList {
+  const TensorImpl* small[kMaxOperands];
+  std::vector<const TensorImpl*> big;
+  const TensorImpl** p;
+  size_t n;
+  explicit ImplList(size_t count) : p(small), n(count) {
+    if (count > static_cast<size_t>(kMaxOperands)) {
+      big.resize(count);
+      p = big.data();
+    }
+  }
+};
 
+// The graph being recorded is built in a per-thread scratch graph (no allocation once warm),
+// and interned when recorded.
+inline ir::Graph& scratch_graph() {
+  thread_local ir::Graph g;
+  g.nodes.clear();
+  g.leaves.clear();
+  g.leaf_node.clear();
+  g.cache.reset();
+  return g;
+}
+// A list of at most kMaxOperands items, stored inline.
+template <class T>
+struct FixedList {
+  alignas(T) unsigned char buf[sizeof(T) * kMaxOperands];
+  size_t n = 0;
+  FixedList() = default;
+  FixedList(const FixedList&) = delete;
+  FixedList& operator=(const FixedList&) = delete;
+  FixedList(FixedList&& o) noexcept {
+    for (size_t i = 0; i < o.n; ++i) push_back(std::move(o[i]));
+  }
+  ~FixedList() {
+    for (size_t i = 0; i < n; ++i) (*this)[i].~T();
+  }
+  T* data() { return std::launder(reinterpret_cast<T*>(buf)); }
+  const T* data() const { return std::launder(reinterpret_cast<const T*>(buf)); }
+  void push_back(T v) {
+    REEL_CHECK(n < static_cast<size_t>(kMaxOperands), not_implemented_error, "autograd: more than ", kMaxOperands - 1,
+               " outputs of one expression");
+    new (buf + n * sizeof(T)) T(std::move(v));
+    ++n;
+  }
+  size_t size() const { return n; }
+  bool empty() const { return n == 0; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  operator std::span<const T>() const { return {data(), n}; }
+};
 struct GraphRecord {
-  std::shared_ptr<ir::Graph> graph;  // gets the output/gradient placeholder leaves
-  std::vector<GradPtr> inputs;       // one per leaf slot of the graph as built
-  std::vector<uint64_t> versions;
-  std::vector<int> roots;
-  std::vector<GradPtr> outputs;
+  ir::Graph* graph = nullptr;       // gets the output/gradient placeholder leaves
+  std::vector<SavedTensor> inputs;  // one per leaf slot of the graph as built
+  FixedList<int> roots;
+  FixedList<GradPtr> outputs;
 };
 void record_graph(GraphRecord rec);
 
 // Evaluates the roots of g (fused, one pass) and records the result for autograd.
 // A root that is a leaf of the output's shape is returned as that tensor, unevaluated.
-inline std::vector<GradPtr> ir_apply(std::shared_ptr<ir::Graph> g, std::vector<GradPtr> leaves, const std::vector<int>& roots) {
-  auto live = live_nodes(*g, roots);
+inline std::vector<GradPtr> ir_apply(const ir::Graph& g, std::vector<GradPtr> leaves, std::span<const int> roots,
+                                     const std::vector<char>& live) {
   Shape S;
   bool first = true;
-  for (size_t k = 0; k < g->leaves.size(); ++k) {
-    if (!live[g->leaf_node[k]]) continue;
+  for (size_t k = 0; k < g.leaves.size(); ++k) {
+    if (!live[g.leaf_node[k]]) continue;
     const Shape& s = leaves[k]->sizes;
     S = first ? s : (S == s ? S : broadcast_shapes(S, s));
     first = false;
@@ -124,7 +172,7 @@ inline std::vector<GradPtr> ir_apply(std::shared_ptr<ir::Graph> g, std::vector<G
   for (size_t r = 0; r < roots.size(); ++r) {
     int id = roots[r];
     if (id < 0) continue;
-    const ir::IrNode& n = g->nodes[id];
+    const ir::IrNode& n = g.nodes[id];
     if (n.kind == ir::Kind::Leaf && leaves[n.leaf]->sizes == S) {
       res[r] = leaves[n.leaf];
       continue;
@@ -134,50 +182,69 @@ inline std::vector<GradPtr> ir_apply(std::shared_ptr<ir::Graph> g, std::vector<G
     rec.outputs.push_back(res[r]);
   }
   if (rec.roots.empty()) return res;
-  std::vector<const TensorImpl*> lp(leaves.size());
-  for (size_t k = 0; k < leaves.size(); ++k) lp[k] = leaves[k].get();
-  std::vector<TensorImpl*> op(rec.outputs.size());
-  for (size_t r = 0; r < op.size(); ++r) op[r] = rec.outputs[r].get();
-  ir::evaluate(*g, lp, rec.roots, op);
-  if (autograd_needed(lp.data(), lp.size())) {
-    rec.versions.resize(leaves.size());
-    for (size_t k = 0; k < leaves.size(); ++k) rec.versions[k] = leaves[k] ? version_of(*leaves[k]) : 0;
-    rec.graph = std::make_shared<ir::Graph>(*g);
-    rec.inputs = std::move(leaves);
+  ImplList lp(leaves.size());
+  for (size_t k = 0; k < leaves.size(); ++k) lp.p[k] = leaves[k].get();
+  TensorImpl* op[kMaxOperands];
+  for (size_t r = 0; r < rec.outputs.size(); ++r) op[r] = rec.outputs[r].get();
+  const bool all = rec.roots.size() == roots.size();  // `live` is for all roots
+  ir::evaluate(g, std::span<const TensorImpl* const>(lp.p, lp.n), rec.roots,
+               std::span<TensorImpl* const>(op, rec.outputs.size()), all ? live : live_nodes(g, rec.roots));
+  if (autograd_needed(lp.p, lp.n)) {
+    rec.inputs.reserve(leaves.size());
+    for (auto& t : leaves) {
+      uint64_t v = t ? version_of(*t) : 0;
+      rec.inputs.push_back({std::move(t), v});
+    }
+    ir::Graph& sg = scratch_graph();
+    sg.nodes = g.nodes;
+    sg.leaves = g.leaves;
+    sg.leaf_node = g.leaf_node;
+    rec.graph = &sg;
     record_graph(std::move(rec));
   }
   return res;
 }
+inline std::vector<GradPtr> ir_apply(const ir::Graph& g, std::vector<GradPtr> leaves, std::span<const int> roots) {
+  return ir_apply(g, std::move(leaves), roots, live_nodes(g, roots));
+}
 
-// Backward of a recorded graph: the adjoint graph, built from the ops' vjp rules and
-// evaluated fused.
+// Backward of a recorded graph: the adjoint graph, built from the ops' vjp rules (once per
+// graph and set of inputs needing gradients) and evaluated fused.
 struct IrFunction : Node {
+  struct Out {
+    int root, value_slot, grad_slot;
+    SavedTensor value;  // the output, without history (no reference cycle)
+  };
   std::shared_ptr<const ir::Graph> graph;
-  std::vector<GradPtr> inputs;
-  std::vector<uint64_t> versions;
-  std::vector<int> roots, value_slot, grad_slot;
-  std::vector<GradPtr> values;  // the outputs, without history
-  std::vector<uint64_t> value_versions;
+  std::vector<SavedTensor> inputs;  // one per input leaf slot
+  std::vector<Out> outs;
   std::weak_ptr<Node> self;
+  ~IrFunction() override {
+    for (auto& i : inputs) defer_release(std::move(i.t));
+  }
   const char* name() const override { return "FusedExpressionBackward"; }
   void release_saved() override {
     inputs.clear();
-    values.clear();
+    outs.clear();
   }
-  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override {
+
+  std::shared_ptr<const ir::BackwardPlan> build_plan(uint64_t mask, bool use_values) const {
     const ir::Graph& F = *graph;
     const size_t n_in = next.size();
-    // Use the saved outputs in rules (exp, tanh, ...) unless a forward-mode level is
-    // active: then they are recomputed, so their tangents propagate too.
-    const bool use_values = !any_level_active();
+    auto plan = std::make_shared<ir::BackwardPlan>();
+    plan->needs = mask;
+    plan->use_values = use_values;
     auto B = std::make_shared<ir::Graph>(F);
+    B->cache.reset();
     ir::Builder b{*B};
     std::vector<int> self_id(F.nodes.size());
     for (size_t i = 0; i < self_id.size(); ++i) self_id[i] = static_cast<int>(i);
     std::vector<int> adj(F.nodes.size(), -1);
-    for (size_t r = 0; r < roots.size(); ++r) {
-      if (use_values) self_id[roots[r]] = F.leaf_node[value_slot[r]];
-      adj[roots[r]] = F.leaf_node[grad_slot[r]];
+    for (const auto& o : outs) {
+      // Rules use the saved outputs (exp, tanh, ...) unless a forward-mode level is active:
+      // then they are recomputed, so their tangents propagate too.
+      if (use_values) self_id[o.root] = F.leaf_node[o.value_slot];
+      adj[o.root] = F.leaf_node[o.grad_slot];
     }
     std::vector<char> needs(F.nodes.size(), 0);
     for (size_t i = 0; i < F.nodes.size(); ++i) {
@@ -200,92 +267,116 @@ struct IrFunction : Node {
         adj[a] = adj[a] < 0 ? contrib[k] : F.nodes[a].type->add(b, adj[a], contrib[k]);
       }
     }
-    std::vector<int> broots(n_in, -1);
+    plan->roots.assign(n_in, -1);
     for (size_t k = 0; k < n_in; ++k)
-      if (next[k].fn) broots[k] = adj[F.leaf_node[k]];
+      if (next[k].fn) plan->roots[k] = adj[F.leaf_node[k]];
+    plan->live = live_nodes(*B, plan->roots);
+    plan->graph = std::move(B);
+    return plan;
+  }
+  std::shared_ptr<const ir::BackwardPlan> plan_for(bool use_values) const {
+    const size_t n_in = next.size();
+    if (n_in > 64 || !graph->cache) return build_plan(0, use_values);
+    uint64_t mask = 0;
+    for (size_t k = 0; k < n_in; ++k)
+      if (next[k].fn) mask |= uint64_t(1) << k;
+    auto& c = *graph->cache;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      for (auto& p : c.plans)
+        if (p->needs == mask && p->use_values == use_values) return p;
+    }
+    auto p = build_plan(mask, use_values);
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.plans.push_back(p);
+    return p;
+  }
+
+  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override {
+    const ir::Graph& F = *graph;
+    const size_t n_in = next.size();
+    auto plan = plan_for(!any_level_active());
+    const auto& live = plan->live;
     // saved tensors the adjoint graph reads must be unchanged
-    auto live = live_nodes(*B, broots);
-    std::vector<GradPtr> leaves(B->leaves.size());
+    std::vector<GradPtr> leaves(plan->graph->leaves.size());
     for (size_t k = 0; k < n_in; ++k) {
       if (!live[F.leaf_node[k]]) continue;
-      check_not_released(*this);
-      check_version(*inputs[k], versions[k], "a fused elementwise expression");
-      leaves[k] = inputs[k];
+      check_version(*inputs[k].t, inputs[k].version, "a fused elementwise expression");
+      leaves[k] = inputs[k].t;
     }
-    for (size_t r = 0; r < roots.size(); ++r) {
-      if (live[F.leaf_node[value_slot[r]]]) {
-        check_not_released(*this);
-        check_version(*values[r], value_versions[r], "a fused elementwise expression (its result)");
-        auto o = plain_alias(*values[r]);
-        if (grad_mode_flag()) set_history(*o, self.lock(), static_cast<int>(r));
-        leaves[value_slot[r]] = o;
+    for (size_t r = 0; r < outs.size(); ++r) {
+      const Out& o = outs[r];
+      if (live[F.leaf_node[o.value_slot]]) {
+        check_version(*o.value.t, o.value.version, "a fused elementwise expression (its result)");
+        auto v = plain_alias(*o.value.t);
+        if (grad_mode_flag()) set_history(*v, self.lock(), static_cast<int>(r));
+        leaves[o.value_slot] = v;
       }
-      leaves[grad_slot[r]] = grads[r];
+      leaves[o.grad_slot] = grads[r];
     }
-    auto res = ir_apply(B, std::move(leaves), broots);
+    auto res = ir_apply(*plan->graph, std::move(leaves), plan->roots, live);
     for (size_t k = 0; k < n_in; ++k)
-      if (res[k] && res[k]->sizes != inputs_sizes[k]) res[k] = F.leaves[k]->grad->reduce_to(res[k], inputs_sizes[k]);
+      if (res[k] && res[k]->sizes != inputs[k].t->sizes)
+        res[k] = F.leaves[k]->grad->reduce_to(res[k], inputs[k].t->sizes);
     return res;
   }
-  std::vector<Shape> inputs_sizes;
 };
 
 inline void record_graph(GraphRecord rec) {
   const size_t n_in = rec.inputs.size();
-  std::vector<const TensorImpl*> lp(n_in);
-  for (size_t k = 0; k < n_in; ++k) lp[k] = rec.inputs[k].get();
+  ImplList lp(n_in);
+  for (size_t k = 0; k < n_in; ++k) lp.p[k] = rec.inputs[k].t.get();
   bool reverse = false;
   if (grad_mode_flag())
-    for (auto* t : lp) reverse = reverse || (t && impl_requires_grad(*t));
+    for (size_t k = 0; k < n_in; ++k) reverse = reverse || (lp.p[k] && impl_requires_grad(*lp.p[k]));
   std::vector<uint64_t> levels;
-  if (any_level_active()) collect_levels(lp.data(), n_in, levels);
+  if (any_level_active()) collect_levels(lp.p, n_in, levels);
   if (!reverse && levels.empty()) return;
 
-  auto& F = *rec.graph;
-  ir::Builder b{F};
   const size_t nr = rec.roots.size();
-  std::vector<int> value_slot(nr), grad_slot(nr);
-  for (size_t r = 0; r < nr; ++r) {
-    const ir::TypeInfo* t = F.nodes[rec.roots[r]].type;
-    value_slot[r] = F.nodes[b.leaf(t)].leaf;
-    grad_slot[r] = F.nodes[b.leaf(t)].leaf;
+  std::vector<IrFunction::Out> outs(nr);
+  {
+    ir::Graph& g = *rec.graph;
+    ir::Builder b{g};
+    for (size_t r = 0; r < nr; ++r) {
+      const ir::TypeInfo* t = g.nodes[rec.roots[r]].type;
+      outs[r].root = rec.roots[r];
+      outs[r].value_slot = g.nodes[b.leaf(t)].leaf;
+      outs[r].grad_slot = g.nodes[b.leaf(t)].leaf;
+    }
   }
+  auto F = ir::intern(*rec.graph);
   if (reverse) {
     auto node = std::make_shared<IrFunction>();
     node->seq = next_sequence_nr();
-    node->graph = rec.graph;
-    node->versions = rec.versions;
-    node->roots = rec.roots;
-    node->value_slot = value_slot;
-    node->grad_slot = grad_slot;
+    node->graph = F;
     node->self = node;
-    for (size_t k = 0; k < n_in; ++k) {
-      node->next.push_back(edge_of(rec.inputs[k], F.leaves[k]->grad));
-      node->inputs_sizes.push_back(rec.inputs[k] ? rec.inputs[k]->sizes : Shape{});
-    }
-    node->inputs = rec.inputs;
+    node->next.reserve(n_in);
+    for (size_t k = 0; k < n_in; ++k) node->next.push_back(edge_of(rec.inputs[k].t, F->leaves[k]->grad));
+    node->inputs = levels.empty() ? std::move(rec.inputs) : rec.inputs;
     for (size_t r = 0; r < nr; ++r) {
-      node->outputs.push_back({F.nodes[rec.roots[r]].type->grad, rec.outputs[r]->sizes});
-      node->values.push_back(plain_alias(*rec.outputs[r]));
-      node->value_versions.push_back(version_of(*rec.outputs[r]));
+      node->outputs.push_back({F->nodes[rec.roots[r]].type->grad, rec.outputs[r]->sizes});
+      outs[r].value = {plain_alias(*rec.outputs[r]), version_of(*rec.outputs[r])};
     }
+    node->outs = std::move(outs);
     for (size_t r = 0; r < nr; ++r) set_history(*rec.outputs[r], node, static_cast<int>(r));
   }
   for (uint64_t level : levels) {
-    auto T = std::make_shared<ir::Graph>(F);
-    ir::Builder tb{*T};
-    std::vector<GradPtr> leaves = rec.inputs;
-    leaves.resize(F.leaves.size());
-    std::vector<int> tan(F.nodes.size(), -1);
+    ir::Graph T = *F;
+    T.cache.reset();
+    ir::Builder tb{T};
+    std::vector<GradPtr> leaves(F->leaves.size());
+    for (size_t k = 0; k < n_in; ++k) leaves[k] = rec.inputs[k].t;
+    std::vector<int> tan(F->nodes.size(), -1);
     for (size_t k = 0; k < n_in; ++k) {
-      if (!rec.inputs[k]) continue;
-      GradPtr t = tangent_of(*rec.inputs[k], level);
+      if (!rec.inputs[k].t) continue;
+      GradPtr t = tangent_of(*rec.inputs[k].t, level);
       if (!t) continue;
-      tan[F.leaf_node[k]] = tb.leaf(F.leaves[k]);
+      tan[F->leaf_node[k]] = tb.leaf(F->leaves[k]);
       leaves.push_back(std::move(t));
     }
-    for (size_t i = 0; i < F.nodes.size(); ++i) {
-      const auto& n = F.nodes[i];
+    for (size_t i = 0; i < F->nodes.size(); ++i) {
+      const auto& n = F->nodes[i];
       if (n.kind != ir::Kind::Op || !n.op->jvp) continue;
       int ts[3] = {-1, -1, -1};
       bool any = false;
@@ -302,17 +393,17 @@ inline void record_graph(GraphRecord rec) {
     for (size_t r = 0; r < nr; ++r) {
       if (!res[r]) continue;
       if (res[r]->sizes != rec.outputs[r]->sizes)  // an in-place write broadcast its source
-        res[r] = F.nodes[rec.roots[r]].type->grad->expand(res[r], rec.outputs[r]->sizes);
+        res[r] = F->nodes[rec.roots[r]].type->grad->expand(res[r], rec.outputs[r]->sizes);
       set_tangent(*rec.outputs[r], level, res[r]);
     }
   }
 }
 
 // ------------------------------------------------------------------ typed entry points
-template <class X> void collect_leaf_impls(const X&, std::vector<GradPtr>&) {}
-template <class T, class D> void collect_leaf_impls(const Tensor<T, D>& t, std::vector<GradPtr>& v) { v.push_back(t.impl_ptr()); }
-template <class Op, class... A> void collect_leaf_impls(const Expr<Op, A...>& e, std::vector<GradPtr>& v) {
-  std::apply([&](const auto&... a) { (collect_leaf_impls(a, v), ...); }, e.args);
+template <class X> void collect_leaf_impls(const X&, const GradPtr**, size_t&) {}
+template <class T, class D> void collect_leaf_impls(const Tensor<T, D>& t, const GradPtr** v, size_t& n) { v[n++] = &t.impl_ptr(); }
+template <class Op, class... A> void collect_leaf_impls(const Expr<Op, A...>& e, const GradPtr** v, size_t& n) {
+  std::apply([&](const auto&... a) { (collect_leaf_impls(a, v, n), ...); }, e.args);
 }
 template <class X> bool any_leaf_meta(const X&) { return false; }
 template <class T, class D> bool any_leaf_meta(const Tensor<T, D>& t) { return t.impl().autograd != nullptr; }
@@ -325,12 +416,15 @@ PendingRecord begin_record(const E& e) {
   PendingRecord p;
   if constexpr (autograd_type_v<R, D>) {
     if (!any_leaf_meta(e)) return p;
-    collect_leaf_impls(e, p.inputs);
-    std::vector<const TensorImpl*> lp(p.inputs.size());
-    for (size_t k = 0; k < lp.size(); ++k) lp[k] = p.inputs[k].get();
-    if (!autograd_needed(lp.data(), lp.size())) return p;
+    const GradPtr* leaves[kMaxOperands];
+    const TensorImpl* lp[kMaxOperands];
+    size_t n = 0;
+    collect_leaf_impls(e, leaves, n);
+    for (size_t k = 0; k < n; ++k) lp[k] = leaves[k]->get();
+    if (!autograd_needed(lp, n)) return p;
     p.active = true;
-    for (auto& t : p.inputs) p.versions.push_back(version_of(*t));
+    p.inputs.reserve(n);
+    for (size_t k = 0; k < n; ++k) p.inputs.push_back({*leaves[k], version_of(*lp[k])});
   }
   return p;
 }
@@ -339,12 +433,10 @@ void finish_record(PendingRecord& p, const Tensor<R, D>& out, const E& e) {
   if constexpr (autograd_type_v<R, D>) {
     if (!p.active) return;
     GraphRecord rec;
-    rec.graph = std::make_shared<ir::Graph>();
+    rec.graph = &scratch_graph();
     ir::Builder b{*rec.graph};
-    rec.graph->nodes.reserve(16);
     rec.roots.push_back(ir::to_ir_as<R>(b, e));
     rec.inputs = std::move(p.inputs);
-    rec.versions = std::move(p.versions);
     rec.outputs.push_back(out.impl_ptr());
     record_graph(std::move(rec));
   }
