@@ -216,7 +216,8 @@ struct IrFunction : Node {
     SavedTensor value;  // the output, without history (no reference cycle)
   };
   std::shared_ptr<const ir::Graph> graph;
-  std::vector<SavedTensor> inputs;  // one per input leaf slot
+  std::vector<SavedTensor> inputs;  // one per input leaf slot; null where backward needs no value
+  std::vector<Shape> input_sizes;
   std::vector<Out> outs;
   std::weak_ptr<Node> self;
   ~IrFunction() override {
@@ -296,6 +297,8 @@ struct IrFunction : Node {
     const ir::Graph& F = *graph;
     const size_t n_in = next.size();
     auto plan = plan_for(!any_level_active());
+    for (size_t k = 0; k < n_in && !plan->use_values; ++k)
+      if (plan->live[F.leaf_node[k]] && !inputs[k].t) plan = plan_for(true);  // recorded without its inputs
     const auto& live = plan->live;
     // saved tensors the adjoint graph reads must be unchanged
     std::vector<GradPtr> leaves(plan->graph->leaves.size());
@@ -307,6 +310,7 @@ struct IrFunction : Node {
     for (size_t r = 0; r < outs.size(); ++r) {
       const Out& o = outs[r];
       if (live[F.leaf_node[o.value_slot]]) {
+        REEL_CHECK(o.value.t, error, "autograd: internal error: an output needed by backward was not saved");
         check_version(*o.value.t, o.value.version, "a fused elementwise expression (its result)");
         auto v = plain_alias(*o.value.t);
         if (grad_mode_flag()) set_history(*v, self.lock(), static_cast<int>(r));
@@ -316,8 +320,7 @@ struct IrFunction : Node {
     }
     auto res = ir_apply(*plan->graph, std::move(leaves), plan->roots, live);
     for (size_t k = 0; k < n_in; ++k)
-      if (res[k] && res[k]->sizes != inputs[k].t->sizes)
-        res[k] = F.leaves[k]->grad->reduce_to(res[k], inputs[k].t->sizes);
+      if (res[k] && res[k]->sizes != input_sizes[k]) res[k] = F.leaves[k]->grad->reduce_to(res[k], input_sizes[k]);
     return res;
   }
 };
@@ -352,13 +355,26 @@ inline void record_graph(GraphRecord rec) {
     node->graph = F;
     node->self = node;
     node->next.reserve(n_in);
-    for (size_t k = 0; k < n_in; ++k) node->next.push_back(edge_of(rec.inputs[k].t, F->leaves[k]->grad));
-    node->inputs = levels.empty() ? std::move(rec.inputs) : rec.inputs;
-    for (size_t r = 0; r < nr; ++r) {
-      node->outputs.push_back({F->nodes[rec.roots[r]].type->grad, rec.outputs[r]->sizes});
-      outs[r].value = {plain_alias(*rec.outputs[r]), version_of(*rec.outputs[r])};
+    node->input_sizes.reserve(n_in);
+    for (size_t k = 0; k < n_in; ++k) {
+      node->next.push_back(edge_of(rec.inputs[k].t, F->leaves[k]->grad));
+      node->input_sizes.push_back(rec.inputs[k].t ? rec.inputs[k].t->sizes : Shape{});
     }
+    for (size_t r = 0; r < nr; ++r) node->outputs.push_back({F->nodes[rec.roots[r]].type->grad, rec.outputs[r]->sizes});
     node->outs = std::move(outs);
+    // Keep only what backward reads (its plan is cached with the graph): a chain of ops whose
+    // rules need no values does not hold every intermediate result. Under forward mode all
+    // is kept, as backward may then recompute the outputs.
+    auto plan = node->plan_for(true);
+    const bool keep_all = !levels.empty() || any_level_active();
+    node->inputs = keep_all ? rec.inputs : std::move(rec.inputs);
+    for (size_t k = 0; k < n_in; ++k)
+      if (!keep_all && !plan->live[F->leaf_node[k]]) node->inputs[k].t.reset();
+    for (size_t r = 0; r < nr; ++r) {
+      auto& o = node->outs[r];
+      if (keep_all || plan->live[F->leaf_node[o.value_slot]])
+        o.value = {plain_alias(*rec.outputs[r]), version_of(*rec.outputs[r])};
+    }
     for (size_t r = 0; r < nr; ++r) set_history(*rec.outputs[r], node, static_cast<int>(r));
   }
   for (uint64_t level : levels) {
