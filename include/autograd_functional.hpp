@@ -219,4 +219,33 @@ OutputAndGrads<T, D> vhp(F&& f, const Tensors<T, D>& inputs, const Tensors<T, D>
   return hvp(std::forward<F>(f), inputs, v, create_graph, strict);
 }
 
+// Braced lists of inputs (so T and D deduce): {x, y}.
+template <class T, class D> using List = std::initializer_list<Tensor<T, D>>;
+template <class T, class D, class F>
+OutputAndGrads<T, D> vjp(F&& f, List<T, D> inputs, const Tensor<T, D>& v = {}, bool create_graph = false, bool strict = false) {
+  return vjp(std::forward<F>(f), Tensors<T, D>(inputs), v, create_graph, strict);
+}
+template <class T, class D, class F>
+std::pair<Tensor<T, D>, Tensor<T, D>> jvp(F&& f, List<T, D> inputs, List<T, D> v, bool create_graph = false,
+                                          bool strict = false) {
+  return jvp(std::forward<F>(f), Tensors<T, D>(inputs), Tensors<T, D>(v), create_graph, strict);
+}
+template <class T, class D, class F>
+Tensors<T, D> jacobian(F&& f, List<T, D> inputs, bool create_graph = false, bool strict = false,
+                       JacobianStrategy strategy = JacobianStrategy::ReverseMode) {
+  return jacobian(std::forward<F>(f), Tensors<T, D>(inputs), create_graph, strict, strategy);
+}
+template <class T, class D, class F>
+std::vector<Tensors<T, D>> hessian(F&& f, List<T, D> inputs, bool create_graph = false, bool strict = false) {
+  return hessian(std::forward<F>(f), Tensors<T, D>(inputs), create_graph, strict);
+}
+template <class T, class D, class F>
+OutputAndGrads<T, D> hvp(F&& f, List<T, D> inputs, List<T, D> v, bool create_graph = false, bool strict = false) {
+  return hvp(std::forward<F>(f), Tensors<T, D>(inputs), Tensors<T, D>(v), create_graph, strict);
+}
+template <class T, class D, class F>
+OutputAndGrads<T, D> vhp(F&& f, List<T, D> inputs, List<T, D> v, bool create_graph = false, bool strict = false) {
+  return hvp(std::forward<F>(f), Tensors<T, D>(inputs), Tensors<T, D>(v), create_graph, strict);
+}
+
 }  // namespace reel::autograd::functional

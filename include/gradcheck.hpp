@@ -92,6 +92,10 @@ template <class T, class D, class F>
 bool gradcheck(F&& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o = {}) {
   return gradcheck_impl<T, D>(detail_check::erase<T, D>(f), std::move(inputs), o);
 }
+template <class T, class D, class F>
+bool gradcheck(F&& f, std::initializer_list<Tensor<T, D>> inputs, GradcheckOptions o = {}) {
+  return gradcheck_impl<T, D>(detail_check::erase<T, D>(f), std::vector<Tensor<T, D>>(inputs), o);
+}
 template <class T, class D>
 bool gradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o) {
   using namespace detail_check;
@@ -154,6 +158,10 @@ template <class T, class D, class F>
 bool gradgradcheck(F&& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o = {}) {
   return gradgradcheck_impl<T, D>(detail_check::erase<T, D>(f), std::move(inputs), o);
 }
+template <class T, class D, class F>
+bool gradgradcheck(F&& f, std::initializer_list<Tensor<T, D>> inputs, GradcheckOptions o = {}) {
+  return gradgradcheck_impl<T, D>(detail_check::erase<T, D>(f), std::vector<Tensor<T, D>>(inputs), o);
+}
 template <class T, class D>
 bool gradgradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, GradcheckOptions o) {
   using namespace detail_check;
@@ -199,6 +207,10 @@ void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> in
 template <class T, class D, class F>
 void check_ad(F&& f, std::vector<Tensor<T, D>> inputs, CheckAdOptions o = {}) {
   check_ad_impl<T, D>(detail_check::erase<T, D>(f), std::move(inputs), o);
+}
+template <class T, class D, class F>
+void check_ad(F&& f, std::initializer_list<Tensor<T, D>> inputs, CheckAdOptions o = {}) {
+  check_ad_impl<T, D>(detail_check::erase<T, D>(f), std::vector<Tensor<T, D>>(inputs), o);
 }
 template <class T, class D>
 void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, CheckAdOptions o) {

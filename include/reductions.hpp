@@ -174,10 +174,9 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> sum(const X& xe, 
                                     [](const T* p, int64_t n) { return detail::sum_run<R>(p, n); });
   if constexpr (std::is_same_v<R, T>)
     if (x.impl().autograd)
-      return detail::record_fn(
-          out, "SumBackward", {x}, {},
-          [in = x.sizes(), dims](const Tensor<T, D>& g) { return std::vector{detail::unreduce(g, in, dims)}; },
-          [dims, keepdim](const std::vector<Tensor<T, D>>& t) { return sum(t[0], dims, keepdim); });
+      return Tensor<T, D>(detail::record_sum(x.impl_ptr(), out.impl_ptr(), dims,
+                                             detail::plan_reduce(x.sizes(), dims, true, "sum").out_keep, keepdim, 1.0,
+                                             detail::grad_type_ptr<T, D>()));
   return out;
 }
 template <class X>
@@ -201,10 +200,9 @@ Tensor<detail::value_t<X>, detail::device_t<X>> mean(const X& xe, Shape dims = {
   });
   if (x.impl().autograd) {
     double n = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(out.numel(), 1));
-    return detail::record_fn(
-        out, "MeanBackward", {x}, {},
-        [in = x.sizes(), dims, n](const Tensor<T, D>& g) { return std::vector{detail::unreduce(Tensor<T, D>(g / n), in, dims)}; },
-        [dims, keepdim](const std::vector<Tensor<T, D>>& t) { return mean(t[0], dims, keepdim); });
+    return Tensor<T, D>(detail::record_sum(x.impl_ptr(), out.impl_ptr(), dims,
+                                           detail::plan_reduce(x.sizes(), dims, true, "mean").out_keep, keepdim, 1.0 / n,
+                                           detail::grad_type_ptr<T, D>()));
   }
   return out;
 }

@@ -31,6 +31,10 @@ struct GradType {
   void (*add_inplace)(const GradPtr& acc, const GradPtr& g);
   GradPtr (*reduce_to)(const GradPtr&, const Shape&);  // sums broadcast dims away
   GradPtr (*expand)(const GradPtr&, const Shape&);     // broadcasts (a recorded view)
+  GradPtr (*sum)(const GradPtr&, const Shape& dims, bool keepdim);  // recorded
+  GradPtr (*scale)(const GradPtr&, double);                        // recorded
+  GradPtr (*contiguous)(const GradPtr&);                           // recorded
+  void (*copy_into)(const GradPtr& dst, const GradPtr& src);       // not recorded
 };
 
 // Where a gradient goes: input slot `input_nr` of node `fn`.

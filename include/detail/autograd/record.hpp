@@ -13,7 +13,15 @@
 namespace reel {
 namespace detail {
 
-template <class T, class D> inline constexpr bool autograd_type_v = ir::grad_dtype_v<T> && std::is_same_v<D, CPU>;
+// Defining REEL_NO_AUTOGRAD compiles recording out (nothing requires grad then): for
+// translation units that never differentiate and want the shortest compile time.
+#ifdef REEL_NO_AUTOGRAD
+inline constexpr bool autograd_enabled_v = false;
+#else
+inline constexpr bool autograd_enabled_v = true;
+#endif
+template <class T, class D>
+inline constexpr bool autograd_type_v = autograd_enabled_v && ir::grad_dtype_v<T> && std::is_same_v<D, CPU>;
 
 inline GradPtr make_impl(ScalarType dtype, int size, const Shape& sizes) {
   auto p = std::make_shared<TensorImpl>();
@@ -576,62 +584,177 @@ Tensor<T, D> reduce_to(const Tensor<T, D>& g, const Shape& sizes) {
   return sum(g, dims, true).reshape(sizes);
 }
 
-// ------------------------------------------------------------------ views
-template <class T, class D>
-Tensor<T, D> apply_view(const Tensor<T, D>& t, const ViewSpec& v) {
-  switch (v.kind) {
-    case ViewSpec::Select: return t.select(v.a, v.b);
-    case ViewSpec::Slice: return t.slice(v.a, v.b, v.c, v.d);
-    case ViewSpec::Reshape: return t.reshape(v.shape);
-    case ViewSpec::Permute: return t.permute(v.shape);
-    case ViewSpec::Expand: return t.expand(v.shape);
+// ------------------------------------------------------------------ type-erased ops
+// Views, clone, sum and mean are recorded by non-template nodes that reach the element type
+// only through the GradType table: one copy of this code serves every dtype, which keeps
+// the compile time of programs that use several dtypes down.
+struct ErasedNode : Node {
+  const GradType* type = nullptr;
+  const char* op_name = "";
+  const char* name() const override { return op_name; }
+  virtual GradPtr backward(const GradPtr& g) const = 0;
+  virtual GradPtr forward(const GradPtr& t) const = 0;  // the output's tangent
+  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override { return {backward(grads[0])}; }
+};
+
+// Records out = op(in) (one input, one output) for both modes.
+inline GradPtr record_unary(const GradPtr& in, GradPtr out, std::shared_ptr<ErasedNode> node) {
+  const TensorImpl* ip = in.get();
+  if (!autograd_needed(&ip, 1)) return out;
+  if (out->autograd) out = plain_alias(*out);  // a fresh handle for the new history
+  std::vector<uint64_t> levels;
+  if (any_level_active()) collect_levels(&ip, 1, levels);
+  for (uint64_t level : levels) {
+    LevelMask mask(level);
+    if (GradPtr t = node->forward(tangent_of(*in, level))) set_tangent(*out, level, std::move(t));
   }
-  return t;
-}
-// zeros shaped like the view's input, with g written where the view looks
-template <class T, class D>
-Tensor<T, D> embed(const Tensor<T, D>& g, const Shape& in_sizes, const ViewSpec& v) {
-  auto z = make_tensor<T, D>(in_sizes);
-  {
-    GradModeGuard ng(false);
-    z.fill_(T(0));
-    apply_view(z, v).copy_(g.detach());
+  if (grad_mode_flag() && impl_requires_grad(*in)) {
+    node->seq = next_sequence_nr();
+    node->next.push_back(edge_of(in, node->type));
+    node->outputs.push_back({node->type, out->sizes});
+    set_history(*out, node, 0);
   }
-  return record_fn(z, "EmbedBackward", {g}, {},
-                   [v](const Tensor<T, D>& gg) { return std::vector<Tensor<T, D>>{apply_view(gg, v)}; },
-                   [v, in_sizes](const std::vector<Tensor<T, D>>& t) { return embed(t[0], in_sizes, v); });
+  return out;
 }
-template <class T, class D>
-Tensor<T, D> view_backward(const Tensor<T, D>& g, const ViewSpec& v, const Shape& in_sizes) {
+
+GradPtr apply_view(const GradPtr& t, const ViewSpec& v, const GradType* type);
+GradPtr embed(const GradPtr& g, const Shape& in_sizes, const ViewSpec& v, const GradType* type);
+
+// A view's gradient: scattered into zeros shaped like its input (select, slice), reshaped or
+// permuted back, or summed over the expanded dims.
+inline GradPtr view_backward(const GradPtr& g, const ViewSpec& v, const Shape& in_sizes, const GradType* type) {
   switch (v.kind) {
     case ViewSpec::Select:
-    case ViewSpec::Slice: return embed(g, in_sizes, v);
-    case ViewSpec::Reshape: return g.reshape(in_sizes);
+    case ViewSpec::Slice: return embed(g, in_sizes, v, type);
+    case ViewSpec::Reshape: return apply_view(g, {ViewSpec::Reshape, 0, 0, 0, 0, in_sizes}, type);
     case ViewSpec::Permute: {
       Shape inv(v.shape.size());
       for (int64_t i = 0; i < static_cast<int64_t>(v.shape.size()); ++i) inv[v.shape[i]] = i;
-      return g.permute(inv);
+      return apply_view(g, {ViewSpec::Permute, 0, 0, 0, 0, std::move(inv)}, type);
     }
-    case ViewSpec::Expand: return reduce_to(g, in_sizes);
+    case ViewSpec::Expand: return type->reduce_to(g, in_sizes);
   }
   return g;
 }
+struct ViewNode final : ErasedNode {
+  ViewSpec spec;
+  Shape in_sizes;
+  GradPtr backward(const GradPtr& g) const override { return view_backward(g, spec, in_sizes, type); }
+  GradPtr forward(const GradPtr& t) const override { return t ? apply_view(t, spec, type) : nullptr; }
+};
+struct EmbedNode final : ErasedNode {
+  ViewSpec spec;
+  Shape out_sizes;
+  GradPtr backward(const GradPtr& g) const override { return apply_view(g, spec, type); }
+  GradPtr forward(const GradPtr& t) const override { return t ? embed(t, out_sizes, spec, type) : nullptr; }
+};
+struct CloneNode final : ErasedNode {
+  GradPtr backward(const GradPtr& g) const override { return g; }
+  GradPtr forward(const GradPtr& t) const override { return t; }
+};
+
+inline GradPtr view_with(const TensorImpl& t, Geometry g) {
+  auto p = std::make_shared<TensorImpl>();
+  p->storage = t.storage;
+  p->sizes = std::move(g.sizes);
+  p->strides = std::move(g.strides);
+  p->offset = g.offset;
+  p->dtype = t.dtype;
+  p->device = t.device;
+  return p;
+}
+// Records `out` (already made) as view `spec` of `in`.
+inline GradPtr record_view_erased(const GradPtr& in, GradPtr out, ViewSpec spec, const GradType* type) {
+  if (!type) return out;
+  auto node = std::make_shared<ViewNode>();
+  node->type = type;
+  node->op_name = "ViewBackward";
+  node->in_sizes = in->sizes;
+  node->spec = std::move(spec);
+  out = record_unary(in, std::move(out), std::move(node));
+  if (auto* m = meta_of(*out); m && m->grad_fn) m->is_view = true;
+  return out;
+}
+inline GradPtr apply_view(const GradPtr& t, const ViewSpec& v, const GradType* type) {
+  Geometry g;
+  switch (v.kind) {
+    case ViewSpec::Select: g = select_geometry(*t, v.a, v.b); break;
+    case ViewSpec::Slice: g = slice_geometry(*t, v.a, v.b, v.c, v.d); break;
+    case ViewSpec::Reshape:
+      g = view_geometry(*t, v.shape, "reshape", false);
+      if (!g.viewable) return apply_view(type->contiguous(t), v, type);
+      break;
+    case ViewSpec::Permute: g = permute_geometry(*t, v.shape); break;
+    case ViewSpec::Expand: g = expand_geometry(*t, v.shape); break;
+  }
+  GradPtr out = view_with(*t, std::move(g));
+  return t->autograd ? record_view_erased(t, std::move(out), v, type) : out;
+}
+inline GradPtr embed(const GradPtr& g, const Shape& in_sizes, const ViewSpec& v, const GradType* type) {
+  GradPtr z = type->zeros(in_sizes);
+  type->copy_into(apply_view(z, v, type), g);
+  auto node = std::make_shared<EmbedNode>();
+  node->type = type;
+  node->op_name = "EmbedBackward";
+  node->spec = v;
+  node->out_sizes = in_sizes;
+  return record_unary(g, std::move(z), std::move(node));
+}
+inline GradPtr record_clone_erased(const GradPtr& in, GradPtr out, const GradType* type) {
+  if (!type) return out;
+  auto node = std::make_shared<CloneNode>();
+  node->type = type;
+  node->op_name = "CloneBackward";
+  return record_unary(in, std::move(out), std::move(node));
+}
+
+// sum (scale 1) and mean (scale 1/n) over dims: the gradient is broadcast back.
+struct SumNode final : ErasedNode {
+  Shape dims, in_sizes, keep_sizes;
+  bool keepdim = false;
+  double scale = 1;
+  GradPtr backward(const GradPtr& g) const override {
+    GradPtr s = scale == 1 ? g : type->scale(g, scale);
+    GradPtr k = apply_view(s, {ViewSpec::Reshape, 0, 0, 0, 0, keep_sizes}, type);
+    return apply_view(k, {ViewSpec::Expand, 0, 0, 0, 0, in_sizes}, type);
+  }
+  GradPtr forward(const GradPtr& t) const override {
+    if (!t) return nullptr;
+    GradPtr s = type->sum(t, dims, keepdim);
+    return scale == 1 ? s : type->scale(s, scale);
+  }
+};
+inline GradPtr record_sum(const GradPtr& in, GradPtr out, const Shape& dims, const Shape& keep_sizes, bool keepdim,
+                          double scale, const GradType* type) {
+  if (!type) return out;
+  auto node = std::make_shared<SumNode>();
+  node->type = type;
+  node->op_name = scale == 1 ? "SumBackward" : "MeanBackward";
+  node->dims = dims;
+  node->in_sizes = in->sizes;
+  node->keep_sizes = keep_sizes;
+  node->keepdim = keepdim;
+  node->scale = scale;
+  return record_unary(in, std::move(out), std::move(node));
+}
+
+template <class T, class D> const GradType* grad_type_ptr() {
+  if constexpr (autograd_type_v<T, D>)
+    return ir::grad_type_of<T>();
+  else
+    return nullptr;
+}
 template <class T, class D>
 Tensor<T, D> record_view(const Tensor<T, D>& in, Tensor<T, D> out, ViewSpec spec) {
-  if constexpr (autograd_type_v<T, D>) {
-    Shape in_sizes = in.sizes();
-    out = record_fn(std::move(out), "ViewBackward", {in}, {},
-                    [spec, in_sizes](const Tensor<T, D>& g) { return std::vector<Tensor<T, D>>{view_backward(g, spec, in_sizes)}; },
-                    [spec](const std::vector<Tensor<T, D>>& t) { return apply_view(t[0], spec); });
-    if (auto* m = meta_of(out.impl()); m && m->grad_fn) m->is_view = true;
-  }
+  if constexpr (autograd_type_v<T, D>)
+    return Tensor<T, D>(record_view_erased(in.impl_ptr(), out.impl_ptr(), std::move(spec), grad_type_ptr<T, D>()));
   return out;
 }
 template <class T, class D>
 Tensor<T, D> record_clone(const Tensor<T, D>& in, Tensor<T, D> out) {
-  return record_fn(std::move(out), "CloneBackward", {in}, {},
-                   [](const Tensor<T, D>& g) { return std::vector<Tensor<T, D>>{g}; },
-                   [](const std::vector<Tensor<T, D>>& t) { return t[0]; });
+  if constexpr (autograd_type_v<T, D>)
+    return Tensor<T, D>(record_clone_erased(in.impl_ptr(), out.impl_ptr(), grad_type_ptr<T, D>()));
+  return out;
 }
 
 // In-place writes: refused where the result would silently lose gradient.
@@ -720,9 +843,21 @@ template <class T> GradPtr grad_reduce_to(const GradPtr& g, const Shape& s) {
 template <class T> GradPtr grad_expand(const GradPtr& g, const Shape& s) {
   return Tensor<T, CPU>(g).expand(s).impl_ptr();
 }
+template <class T> GradPtr grad_sum(const GradPtr& g, const Shape& dims, bool keepdim) {
+  return sum(Tensor<T, CPU>(g), dims, keepdim).impl_ptr();
+}
+template <class T> GradPtr grad_scale(const GradPtr& g, double s) {
+  return Tensor<T, CPU>(Tensor<T, CPU>(g) * s).impl_ptr();
+}
+template <class T> GradPtr grad_contiguous(const GradPtr& g) { return Tensor<T, CPU>(g).contiguous().impl_ptr(); }
+template <class T> void grad_copy_into(const GradPtr& dst, const GradPtr& src) {
+  GradModeGuard ng(false);
+  Tensor<T, CPU>(dst).copy_(Tensor<T, CPU>(plain_alias(*src)));
+}
 template <class T> const GradType* grad_type_of() {
-  static const GradType t{scalar_type_v<T>, &grad_add<T>,        &grad_zeros<T>,  &grad_clone<T>,
-                          &grad_add_inplace<T>, &grad_reduce_to<T>, &grad_expand<T>};
+  static const GradType t{scalar_type_v<T>,   &grad_add<T>,       &grad_zeros<T>,  &grad_clone<T>,
+                          &grad_add_inplace<T>, &grad_reduce_to<T>, &grad_expand<T>, &grad_sum<T>,
+                          &grad_scale<T>,       &grad_contiguous<T>, &grad_copy_into<T>};
   return &t;
 }
 }  // namespace detail::ir
