@@ -233,7 +233,7 @@ class Tensor {
     return view_of(std::move(g), {detail::ViewSpec::Reshape, 0, 0, 0, 0, std::move(s)});
   }
   Tensor with(detail::Geometry g) const {
-    auto p = std::make_shared<detail::TensorImpl>();
+    auto p = detail::make_pooled<detail::TensorImpl>();
     p->storage = impl().storage;
     p->sizes = std::move(g.sizes);
     p->strides = std::move(g.strides);
@@ -250,7 +250,7 @@ namespace detail {
 template <class T, class D>
 Tensor<T, D> make_tensor(Shape sizes) {
   check_sizes(sizes, "empty");
-  auto p = std::make_shared<TensorImpl>();
+  auto p = make_pooled<TensorImpl>();
   int64_t n = numel_of(sizes);
   p->strides = contiguous_strides(sizes);
   p->sizes = std::move(sizes);

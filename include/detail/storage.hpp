@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "../errors.hpp"
 
@@ -27,6 +28,65 @@ template <class D> inline constexpr DeviceType device_type_v =
     std::is_same_v<D, CPU> ? DeviceType::CPU : std::is_same_v<D, CUDA> ? DeviceType::CUDA : DeviceType::Meta;
 
 namespace detail {
+
+// Per-thread free lists for the small objects every op creates (tensor handles, storages,
+// autograd nodes and state). A graph of many small ops allocates and frees them by the
+// thousand; malloc's own per-thread cache holds only a few blocks per size, so without
+// this most of a recorded scalar op's time went into malloc and free. Blocks freed by
+// another thread join that thread's lists; nothing is returned to the system before the
+// thread exits (the lists are capped).
+class SmallPool {
+ public:
+  static constexpr size_t kGranule = 16, kClasses = 24, kMaxFree = size_t(1) << 16;
+  static void* allocate(size_t n) {
+    size_t c = (n + kGranule - 1) / kGranule;
+    if (c == 0 || c > kClasses || !alive()) return ::operator new(n);
+    auto& l = get().free_[c - 1];
+    if (l.empty()) return ::operator new(c * kGranule);
+    void* p = l.back();
+    l.pop_back();
+    return p;
+  }
+  static void deallocate(void* p, size_t n) {
+    size_t c = (n + kGranule - 1) / kGranule;
+    if (c == 0 || c > kClasses || !alive()) return ::operator delete(p);
+    auto& l = get().free_[c - 1];
+    if (l.size() >= kMaxFree) return ::operator delete(p);
+    l.push_back(p);
+  }
+
+ private:
+  static bool& alive() {
+    thread_local bool a = true;  // false once this thread's lists are gone
+    return a;
+  }
+  static SmallPool& get() {
+    thread_local SmallPool pool;
+    return pool;
+  }
+  ~SmallPool() {
+    alive() = false;
+    for (auto& l : free_)
+      for (void* p : l) ::operator delete(p);
+  }
+  std::vector<void*> free_[kClasses];
+};
+template <class T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <class U> PoolAllocator(const PoolAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(SmallPool::allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { SmallPool::deallocate(p, n * sizeof(T)); }
+  template <class U> bool operator==(const PoolAllocator<U>&) const { return true; }
+};
+template <class T> using PoolVector = std::vector<T, PoolAllocator<T>>;
+// std::make_shared through the pool (object and reference counts in one pooled block).
+template <class T, class... A>
+std::shared_ptr<T> make_pooled(A&&... a) {
+  static_assert(alignof(T) <= 16, "reel: pooled objects need at most 16-byte alignment");
+  return std::allocate_shared<T>(PoolAllocator<T>(), std::forward<A>(a)...);
+}
 
 class CachingHostAllocator {
  public:
@@ -109,6 +169,10 @@ struct Storage {
   void (*free_fn)(void*, size_t) = nullptr;
   // Bumped by every in-place write; autograd compares it against saved versions.
   std::atomic<uint64_t> version{0};
+  // Small tensors (scalars, losses, the nodes of scalar graphs) keep their bytes here: one
+  // allocation per tensor instead of two.
+  static constexpr size_t kInlineBytes = 64;
+  alignas(16) unsigned char inline_bytes[kInlineBytes];
 
   Storage() = default;
   Storage(const Storage&) = delete;
@@ -119,10 +183,12 @@ struct Storage {
 };
 
 inline std::shared_ptr<Storage> make_storage(size_t nbytes, DeviceType dev) {
-  auto s = std::make_shared<Storage>();
+  auto s = make_pooled<Storage>();
   s->nbytes = nbytes;
   s->device = dev;
-  if (dev == DeviceType::CPU) {
+  if (dev == DeviceType::CPU && nbytes <= Storage::kInlineBytes) {
+    s->data = s->inline_bytes;
+  } else if (dev == DeviceType::CPU) {
     s->data = CachingHostAllocator::instance().allocate(nbytes);
     s->free_fn = [](void* p, size_t n) { CachingHostAllocator::instance().deallocate(p, n); };
   } else if (dev == DeviceType::CUDA) {

@@ -21,6 +21,7 @@ namespace reel::detail {
 
 struct Node;
 using GradPtr = std::shared_ptr<TensorImpl>;  // a gradient (or tangent); null means zero
+using GradList = PoolVector<GradPtr>;
 
 // What the engine does with gradients of one dtype (filled in by typed code, one per dtype).
 struct GradType {
@@ -84,8 +85,8 @@ inline void defer_release(std::shared_ptr<void> p) {
 
 struct Node {
   uint64_t seq = 0;
-  std::vector<Edge> next;           // one per input (fn null: that input needs no gradient)
-  std::vector<OutputInfo> outputs;  // dtype and shape of each output
+  PoolVector<Edge> next;           // one per input (fn null: that input needs no gradient)
+  PoolVector<OutputInfo> outputs;  // dtype and shape of each output
   bool released = false;
   // Scratch of the backward pass that visits this node (see run_backward).
   uint64_t visit_mark = 0;
@@ -100,7 +101,7 @@ struct Node {
   }
   virtual const char* name() const = 0;
   // Gradients of the inputs (one per `next` edge) from the gradients of the outputs.
-  virtual std::vector<GradPtr> apply(std::vector<GradPtr>& grads) = 0;
+  virtual GradList apply(GradList& grads) = 0;
   // Drops saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
   virtual bool is_accumulator() const { return false; }
@@ -132,7 +133,7 @@ struct AutogradMeta : AutogradMetaBase {
 
 inline AutogradMeta* meta_of(const TensorImpl& t) { return static_cast<AutogradMeta*>(t.autograd.get()); }
 inline AutogradMeta& ensure_meta(TensorImpl& t) {
-  if (!t.autograd) t.autograd = std::make_shared<AutogradMeta>();
+  if (!t.autograd) t.autograd = make_pooled<AutogradMeta>();
   return *static_cast<AutogradMeta*>(t.autograd.get());
 }
 inline bool impl_requires_grad(const TensorImpl& t) {
@@ -229,7 +230,7 @@ inline bool autograd_needed(const TensorImpl* const* ins, size_t n) {
 // ------------------------------------------------------------------ the engine
 struct BackwardTask {
   std::vector<Edge> roots;
-  std::vector<GradPtr> root_grads;
+  GradList root_grads;
   bool keep_graph = false;
   bool create_graph = false;
   bool accumulate_into_leaves = true;
@@ -247,7 +248,7 @@ inline void check_not_released(const Node& n) {
 // graph needs no hash table (one allocation per node would dominate small graphs' cost).
 // Two threads may differentiate independent graphs at once; one graph is differentiated by
 // one thread at a time.
-inline std::vector<GradPtr> run_backward(BackwardTask& task) {
+inline GradList run_backward(BackwardTask& task) {
   static std::atomic<uint64_t> epochs{0};
   const uint64_t epoch = ++epochs;
   // 1. The reachable nodes, in decreasing sequence number (a topological order).
@@ -290,8 +291,8 @@ inline std::vector<GradPtr> run_backward(BackwardTask& task) {
   }
 
   // 3. Run.
-  std::vector<GradPtr> captured(task.capture.size());
-  std::vector<std::vector<GradPtr>> buffers(nodes.size());
+  GradList captured(task.capture.size());
+  std::vector<GradList> buffers(nodes.size());
   auto add_to = [&](const Edge& e, const GradPtr& g) {
     if (!e.fn || !g) return;
     int i = e.fn->visit_index;
@@ -316,7 +317,7 @@ inline std::vector<GradPtr> run_backward(BackwardTask& task) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node* n = nodes[i];
     if (!needed[i] || buffers[i].empty()) continue;
-    std::vector<GradPtr> grads = std::move(buffers[i]);
+    GradList grads = std::move(buffers[i]);
     for (auto& [slot, hooks] : n->pre_hooks)
       if (grads[slot]) grads[slot] = hooks->run(grads[slot]);
     for (auto& [slot, weak] : n->retained) {

@@ -2,8 +2,9 @@
 // Recording ops on the tape, for both modes:
 //   - fused expressions become an IrFunction node holding the expression's graph (ir.hpp);
 //     its backward builds the adjoint graph from the ops' rules and evaluates it fused;
-//   - other ops (views, reductions, matmul, cat, ...) give a backward and a forward rule
-//     written with reel ops (record_fn), so they too can be differentiated again.
+//   - other ops (reductions, matmul, cat, sort, ...) give a backward and a forward rule
+//     written with reel ops (record_fn), so they too can be differentiated again;
+//   - views, clone, sum and mean use type-erased nodes shared by every dtype.
 // Forward mode: after an op runs, the tangent of each active level is computed from the
 // inputs' tangents by the same rules, with that level masked (see graph.hpp).
 #include <new>
@@ -24,7 +25,7 @@ template <class T, class D>
 inline constexpr bool autograd_type_v = autograd_enabled_v && ir::grad_dtype_v<T> && std::is_same_v<D, CPU>;
 
 inline GradPtr make_impl(ScalarType dtype, int size, const Shape& sizes) {
-  auto p = std::make_shared<TensorImpl>();
+  auto p = make_pooled<TensorImpl>();
   p->strides = contiguous_strides(sizes);
   p->sizes = sizes;
   p->storage = make_storage(static_cast<size_t>(numel_of(sizes)) * size, DeviceType::CPU);
@@ -34,7 +35,7 @@ inline GradPtr make_impl(ScalarType dtype, int size, const Shape& sizes) {
 }
 // The same view of the same storage, without autograd state.
 inline GradPtr plain_alias(const TensorImpl& t) {
-  auto p = std::make_shared<TensorImpl>(t);
+  auto p = make_pooled<TensorImpl>(t);
   p->autograd.reset();
   return p;
 }
@@ -53,7 +54,7 @@ struct AccumulateGrad : Node {
   const GradType* type = nullptr;
   const char* name() const override { return "AccumulateGrad"; }
   bool is_accumulator() const override { return true; }
-  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override {
+  GradList apply(GradList& grads) override {
     auto& m = ensure_meta(*leaf);
     GradPtr g = grads[0];
     if (m.hooks) g = m.hooks->run(g);
@@ -78,7 +79,7 @@ inline Edge edge_of(const GradPtr& t, const GradType* type) {
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   auto acc = m->accumulator.lock();
   if (!acc) {
-    auto a = std::make_shared<AccumulateGrad>();
+    auto a = make_pooled<AccumulateGrad>();
     a->leaf = t;
     a->type = type;
     a->outputs.push_back({type, t->sizes});
@@ -157,7 +158,7 @@ struct FixedList {
 };
 struct GraphRecord {
   ir::Graph* graph = nullptr;       // gets the output/gradient placeholder leaves
-  std::vector<SavedTensor> inputs;  // one per leaf slot of the graph as built
+  PoolVector<SavedTensor> inputs;  // one per leaf slot of the graph as built
   FixedList<int> roots;
   FixedList<GradPtr> outputs;
 };
@@ -165,7 +166,7 @@ void record_graph(GraphRecord rec);
 
 // Evaluates the roots of g (fused, one pass) and records the result for autograd.
 // A root that is a leaf of the output's shape is returned as that tensor, unevaluated.
-inline std::vector<GradPtr> ir_apply(const ir::Graph& g, std::vector<GradPtr> leaves, std::span<const int> roots,
+inline GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<const int> roots,
                                      const std::vector<char>& live) {
   Shape S;
   bool first = true;
@@ -175,7 +176,7 @@ inline std::vector<GradPtr> ir_apply(const ir::Graph& g, std::vector<GradPtr> le
     S = first ? s : (S == s ? S : broadcast_shapes(S, s));
     first = false;
   }
-  std::vector<GradPtr> res(roots.size());
+  GradList res(roots.size());
   GraphRecord rec;
   for (size_t r = 0; r < roots.size(); ++r) {
     int id = roots[r];
@@ -212,7 +213,7 @@ inline std::vector<GradPtr> ir_apply(const ir::Graph& g, std::vector<GradPtr> le
   }
   return res;
 }
-inline std::vector<GradPtr> ir_apply(const ir::Graph& g, std::vector<GradPtr> leaves, std::span<const int> roots) {
+inline GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<const int> roots) {
   return ir_apply(g, std::move(leaves), roots, live_nodes(g, roots));
 }
 
@@ -224,9 +225,9 @@ struct IrFunction : Node {
     SavedTensor value;  // the output, without history (no reference cycle)
   };
   std::shared_ptr<const ir::Graph> graph;
-  std::vector<SavedTensor> inputs;  // one per input leaf slot; null where backward needs no value
-  std::vector<Shape> input_sizes;
-  std::vector<Out> outs;
+  PoolVector<SavedTensor> inputs;  // one per input leaf slot; null where backward needs no value
+  PoolVector<Shape> input_sizes;
+  PoolVector<Out> outs;
   std::weak_ptr<Node> self;
   ~IrFunction() override {
     for (auto& i : inputs) defer_release(std::move(i.t));
@@ -301,7 +302,7 @@ struct IrFunction : Node {
     return p;
   }
 
-  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override {
+  GradList apply(GradList& grads) override {
     const ir::Graph& F = *graph;
     const size_t n_in = next.size();
     auto plan = plan_for(!any_level_active());
@@ -309,7 +310,7 @@ struct IrFunction : Node {
       if (plan->live[F.leaf_node[k]] && !inputs[k].t) plan = plan_for(true);  // recorded without its inputs
     const auto& live = plan->live;
     // saved tensors the adjoint graph reads must be unchanged
-    std::vector<GradPtr> leaves(plan->graph->leaves.size());
+    GradList leaves(plan->graph->leaves.size());
     for (size_t k = 0; k < n_in; ++k) {
       if (!live[F.leaf_node[k]]) continue;
       check_version(*inputs[k].t, inputs[k].version, "a fused elementwise expression");
@@ -345,7 +346,7 @@ inline void record_graph(GraphRecord rec) {
   if (!reverse && levels.empty()) return;
 
   const size_t nr = rec.roots.size();
-  std::vector<IrFunction::Out> outs(nr);
+  PoolVector<IrFunction::Out> outs(nr);
   {
     ir::Graph& g = *rec.graph;
     ir::Builder b{g};
@@ -358,7 +359,7 @@ inline void record_graph(GraphRecord rec) {
   }
   auto F = ir::intern(*rec.graph);
   if (reverse) {
-    auto node = std::make_shared<IrFunction>();
+    auto node = make_pooled<IrFunction>();
     node->seq = next_sequence_nr();
     node->graph = F;
     node->self = node;
@@ -389,7 +390,7 @@ inline void record_graph(GraphRecord rec) {
     ir::Graph T = *F;
     T.cache.reset();
     ir::Builder tb{T};
-    std::vector<GradPtr> leaves(F->leaves.size());
+    GradList leaves(F->leaves.size());
     for (size_t k = 0; k < n_in; ++k) leaves[k] = rec.inputs[k].t;
     std::vector<int> tan(F->nodes.size(), -1);
     for (size_t k = 0; k < n_in; ++k) {
@@ -467,7 +468,6 @@ void finish_record(PendingRecord& p, const Tensor<R, D>& out, const E& e) {
 }
 template <class R, class D, class E>
 void record_expr(const Tensor<R, D>& out, const E& e) {
-
   if constexpr (autograd_type_v<R, D>) {
     auto p = begin_record<R, D>(e);
     finish_record(p, out, e);
@@ -481,12 +481,12 @@ void record_expr(const Tensor<R, D>& out, const E& e) {
 // calls of bw and fw are typed; the bookkeeping is shared by every op.
 struct FnNodeBase : Node {
   const char* op_name = "";
-  std::vector<std::pair<GradPtr, uint64_t>> saved;
+  std::vector<SavedTensor> saved;  // tensors bw reads (checked against in-place writes)
   std::vector<Shape> input_sizes;
   const char* name() const override { return op_name; }
-  virtual std::vector<GradPtr> call(const GradPtr& g) = 0;
-  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override {
-    for (auto& [t, v] : saved) check_version(*t, v, op_name);
+  virtual GradList call(const GradPtr& g) = 0;
+  GradList apply(GradList& grads) override {
+    for (auto& s : saved) check_version(*s.t, s.version, op_name);
     auto res = call(grads[0]);
     for (size_t k = 0; k < res.size(); ++k)
       REEL_CHECK(!res[k] || res[k]->sizes == input_sizes[k], error, "autograd: ", op_name,
@@ -499,9 +499,9 @@ struct FnNode final : FnNodeBase {
   std::optional<Bw> bw;
   explicit FnNode(Bw f) : bw(std::move(f)) {}
   void release_saved() override { bw.reset(); }
-  std::vector<GradPtr> call(const GradPtr& g) override {
+  GradList call(const GradPtr& g) override {
     auto gs = (*bw)(Tensor<T, D>(g));
-    std::vector<GradPtr> res(gs.size());
+    GradList res(gs.size());
     for (size_t k = 0; k < gs.size(); ++k)
       if (gs[k].defined()) res[k] = gs[k].impl_ptr();
     return res;
@@ -521,7 +521,7 @@ inline void plan_fn(FnPlan& p) {
   if (any_level_active()) collect_levels(p.ins.data(), p.ins.size(), p.levels);
 }
 inline void attach_fn(const std::shared_ptr<FnNodeBase>& node, const char* name, const FnPlan& p,
-                      std::vector<GradPtr> inputs, std::vector<GradPtr> saved, const GradType* type, TensorImpl& out) {
+                      GradList inputs, GradList saved, const GradType* type, TensorImpl& out) {
   node->op_name = name;
   node->seq = next_sequence_nr();
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -547,7 +547,7 @@ Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tenso
     if (!p.any()) return out;
     if (out.impl().autograd) out = Tensor<T, D>(plain_alias(out.impl()));  // a fresh handle for the new history
     if (p.reverse) {
-      std::vector<GradPtr> in, sv;
+      GradList in, sv;
       for (const auto& t : inputs) in.push_back(t.defined() ? t.impl_ptr() : nullptr);
       for (const auto& t : saved) sv.push_back(t.impl_ptr());
       attach_fn(std::make_shared<FnNode<T, D, std::decay_t<Bw>>>(std::forward<Bw>(bw)), name, p, std::move(in),
@@ -594,7 +594,7 @@ struct ErasedNode : Node {
   const char* name() const override { return op_name; }
   virtual GradPtr backward(const GradPtr& g) const = 0;
   virtual GradPtr forward(const GradPtr& t) const = 0;  // the output's tangent
-  std::vector<GradPtr> apply(std::vector<GradPtr>& grads) override { return {backward(grads[0])}; }
+  GradList apply(GradList& grads) override { return {backward(grads[0])}; }
 };
 
 // Records out = op(in) (one input, one output) for both modes.
@@ -654,7 +654,7 @@ struct CloneNode final : ErasedNode {
 };
 
 inline GradPtr view_with(const TensorImpl& t, Geometry g) {
-  auto p = std::make_shared<TensorImpl>();
+  auto p = make_pooled<TensorImpl>();
   p->storage = t.storage;
   p->sizes = std::move(g.sizes);
   p->strides = std::move(g.strides);
@@ -666,7 +666,7 @@ inline GradPtr view_with(const TensorImpl& t, Geometry g) {
 // Records `out` (already made) as view `spec` of `in`.
 inline GradPtr record_view_erased(const GradPtr& in, GradPtr out, ViewSpec spec, const GradType* type) {
   if (!type) return out;
-  auto node = std::make_shared<ViewNode>();
+  auto node = make_pooled<ViewNode>();
   node->type = type;
   node->op_name = "ViewBackward";
   node->in_sizes = in->sizes;
@@ -693,7 +693,7 @@ inline GradPtr apply_view(const GradPtr& t, const ViewSpec& v, const GradType* t
 inline GradPtr embed(const GradPtr& g, const Shape& in_sizes, const ViewSpec& v, const GradType* type) {
   GradPtr z = type->zeros(in_sizes);
   type->copy_into(apply_view(z, v, type), g);
-  auto node = std::make_shared<EmbedNode>();
+  auto node = make_pooled<EmbedNode>();
   node->type = type;
   node->op_name = "EmbedBackward";
   node->spec = v;
@@ -702,7 +702,7 @@ inline GradPtr embed(const GradPtr& g, const Shape& in_sizes, const ViewSpec& v,
 }
 inline GradPtr record_clone_erased(const GradPtr& in, GradPtr out, const GradType* type) {
   if (!type) return out;
-  auto node = std::make_shared<CloneNode>();
+  auto node = make_pooled<CloneNode>();
   node->type = type;
   node->op_name = "CloneBackward";
   return record_unary(in, std::move(out), std::move(node));
@@ -727,7 +727,7 @@ struct SumNode final : ErasedNode {
 inline GradPtr record_sum(const GradPtr& in, GradPtr out, const Shape& dims, const Shape& keep_sizes, bool keepdim,
                           double scale, const GradType* type) {
   if (!type) return out;
-  auto node = std::make_shared<SumNode>();
+  auto node = make_pooled<SumNode>();
   node->type = type;
   node->op_name = scale == 1 ? "SumBackward" : "MeanBackward";
   node->dims = dims;
@@ -781,11 +781,11 @@ void check_inplace(const Tensor<T, D>& out, bool records) {
 
 // ------------------------------------------------------------------ the engine's entry point
 struct GradRequest {
-  std::vector<GradPtr> outputs, grad_outputs, inputs;
+  GradList outputs, grad_outputs, inputs;
   std::vector<const GradType*> output_types, input_types;
   bool retain_graph = false, create_graph = false, allow_unused = false, accumulate = true;
 };
-inline std::vector<GradPtr> run_grad(GradRequest& q) {
+inline GradList run_grad(GradRequest& q) {
   BackwardTask task;
   task.keep_graph = q.retain_graph;
   task.create_graph = q.create_graph;

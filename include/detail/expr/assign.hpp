@@ -9,7 +9,7 @@ namespace detail {
 // The leaves of an expression about to be evaluated, when autograd must record it (their
 // versions are taken before the evaluation, which may overwrite one of them).
 struct PendingRecord {
-  std::vector<SavedTensor> inputs;
+  PoolVector<SavedTensor> inputs;
   bool active = false;
 };
 template <class R, class D, class E> PendingRecord begin_record(const E& e);
