@@ -41,6 +41,7 @@ class SmallPool {
   static void* allocate(size_t n) {
     size_t c = (n + kGranule - 1) / kGranule;
     if (c == 0 || c > kClasses || !alive()) return ::operator new(n);
+    in_use() += static_cast<int64_t>(c * kGranule);
     auto& l = get().free_[c - 1];
     if (l.empty()) return ::operator new(c * kGranule);
     void* p = l.back();
@@ -50,9 +51,16 @@ class SmallPool {
   static void deallocate(void* p, size_t n) {
     size_t c = (n + kGranule - 1) / kGranule;
     if (c == 0 || c > kClasses || !alive()) return ::operator delete(p);
+    in_use() -= static_cast<int64_t>(c * kGranule);
     auto& l = get().free_[c - 1];
     if (l.size() >= kMaxFree) return ::operator delete(p);
     l.push_back(p);
+  }
+
+  // Bytes of pooled blocks this thread handed out minus those it took back (for measuring).
+  static int64_t& in_use() {
+    thread_local int64_t n = 0;
+    return n;
   }
 
  private:
@@ -91,7 +99,7 @@ std::shared_ptr<T> make_pooled(A&&... a) {
 class CachingHostAllocator {
  public:
   static constexpr size_t kAlign = 64;
-  static constexpr size_t kCacheThreshold = size_t(1) << 20;  // blocks below this use malloc directly
+  static constexpr size_t kCacheThreshold = size_t(1) << 16;  // blocks below this use malloc directly
   static constexpr size_t kMaxCached = size_t(2) << 30;       // bytes kept idle at most
 
   static CachingHostAllocator& instance() {

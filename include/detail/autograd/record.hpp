@@ -290,16 +290,25 @@ struct IrFunction : Node {
     uint64_t mask = 0;
     for (size_t k = 0; k < n_in; ++k)
       if (next[k].fn) mask |= uint64_t(1) << k;
+    // the plan this thread used last (a loop asks for the same one again and again)
+    thread_local const ir::Graph* last_graph = nullptr;
+    thread_local std::shared_ptr<const ir::BackwardPlan> last_plan;
+    if (last_graph == graph.get() && last_plan->needs == mask && last_plan->use_values == use_values) return last_plan;
+    auto remember = [&](std::shared_ptr<const ir::BackwardPlan> p) {
+      last_graph = graph.get();
+      last_plan = p;
+      return p;
+    };
     auto& c = *graph->cache;
     {
       std::lock_guard<std::mutex> lock(c.mu);
       for (auto& p : c.plans)
-        if (p->needs == mask && p->use_values == use_values) return p;
+        if (p->needs == mask && p->use_values == use_values) return remember(p);
     }
     auto p = build_plan(mask, use_values);
     std::lock_guard<std::mutex> lock(c.mu);
     c.plans.push_back(p);
-    return p;
+    return remember(p);
   }
 
   GradList apply(GradList& grads) override {

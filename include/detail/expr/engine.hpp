@@ -381,6 +381,11 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
   REEL_CHECK(nd <= kMaxDims, not_implemented_error, "elementwise ops support up to ", kMaxDims, " dimensions, got ", nd);
   int64_t n = numel_of(osz);
   if (n == 0) return;
+  if (n == 1) {  // one element (scalars, losses, scalar graphs): nothing to plan
+    int64_t off[kMaxOperands] = {}, inner[kMaxOperands] = {};
+    row_fn(self, RowCtx{ops.base, off, inner}, 1, true);
+    return;
+  }
   const int nops = ops.n;
   int64_t st[kMaxOperands * kMaxDims];
   Shape sizes = osz;
