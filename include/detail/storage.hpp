@@ -40,44 +40,64 @@ class SmallPool {
   static constexpr size_t kGranule = 16, kClasses = 24, kMaxFree = size_t(1) << 16;
   static void* allocate(size_t n) {
     size_t c = (n + kGranule - 1) / kGranule;
-    if (c == 0 || c > kClasses || !alive()) return ::operator new(n);
-    in_use() += static_cast<int64_t>(c * kGranule);
-    auto& l = get().free_[c - 1];
-    if (l.empty()) return ::operator new(c * kGranule);
-    void* p = l.back();
-    l.pop_back();
+    State& st = state();
+    if (c == 0 || c > kClasses || !st.alive) return ::operator new(n);
+    st.in_use += static_cast<int64_t>(c * kGranule);
+    FreeList& f = st.lists[c - 1];
+    if (!f.head) {
+      owner();  // registers the cleanup of this thread's lists
+      return ::operator new(c * kGranule);
+    }
+    void* p = f.head;
+    f.head = *static_cast<void**>(p);
+    --f.count;
     return p;
   }
   static void deallocate(void* p, size_t n) {
     size_t c = (n + kGranule - 1) / kGranule;
-    if (c == 0 || c > kClasses || !alive()) return ::operator delete(p);
-    in_use() -= static_cast<int64_t>(c * kGranule);
-    auto& l = get().free_[c - 1];
-    if (l.size() >= kMaxFree) return ::operator delete(p);
-    l.push_back(p);
+    State& st = state();
+    if (c == 0 || c > kClasses || !st.alive) return ::operator delete(p);
+    st.in_use -= static_cast<int64_t>(c * kGranule);
+    FreeList& f = st.lists[c - 1];
+    if (f.count >= kMaxFree) return ::operator delete(p);
+    if (!f.head) owner();              // (blocks may come from other threads)
+    *static_cast<void**>(p) = f.head;  // the free block holds the link
+    f.head = p;
+    ++f.count;
   }
-
   // Bytes of pooled blocks this thread handed out minus those it took back (for measuring).
-  static int64_t& in_use() {
-    thread_local int64_t n = 0;
-    return n;
-  }
+  static int64_t in_use() { return state().in_use; }
 
  private:
-  static bool& alive() {
-    thread_local bool a = true;  // false once this thread's lists are gone
-    return a;
+  struct FreeList {
+    void* head = nullptr;
+    size_t count = 0;
+  };
+  struct State {  // trivially destructible: usable until the thread ends
+    bool alive = true;
+    int64_t in_use = 0;
+    FreeList lists[kClasses];
+  };
+  static State& state() {
+    thread_local State s;
+    return s;
   }
-  static SmallPool& get() {
-    thread_local SmallPool pool;
-    return pool;
+  struct Owner {
+    ~Owner() {
+      State& st = state();
+      st.alive = false;
+      for (auto& f : st.lists)
+        while (f.head) {
+          void* p = f.head;
+          f.head = *static_cast<void**>(p);
+          ::operator delete(p);
+        }
+    }
+  };
+  static Owner& owner() {
+    thread_local Owner o;
+    return o;
   }
-  ~SmallPool() {
-    alive() = false;
-    for (auto& l : free_)
-      for (void* p : l) ::operator delete(p);
-  }
-  std::vector<void*> free_[kClasses];
 };
 template <class T>
 struct PoolAllocator {
