@@ -27,6 +27,18 @@ struct GradOptions {
 
 namespace detail_api {
 template <class T, class D>
+using Tensors = std::vector<Tensor<T, D>>;
+// f(inputs) for the functions the functional API and the checks take: of the whole list, or
+// of its one tensor.
+template <class T, class D>
+Tensor<T, D> call(const auto& f, const Tensors<T, D>& x) {
+  if constexpr (std::is_invocable_v<decltype(f), const Tensors<T, D>&>)
+    return f(x);
+  else
+    return f(x[0]);
+}
+
+template <class T, class D>
 reel::detail::GradRequest request(std::span<const Tensor<T, D>> outputs, std::span<const Tensor<T, D>> grad_outputs,
                                   const GradOptions& o) {
   static_assert(reel::detail::autograd_type_v<T, D>,

@@ -31,13 +31,6 @@ Tensors<T, D> prepare(const Tensors<T, D>& in, bool create_graph) {
   }
   return out;
 }
-template <class T, class D>
-Tensor<T, D> zeros_like_t(const Tensor<T, D>& x) {
-  auto z = reel::detail::make_tensor<T, D>(x.sizes());
-  no_grad ng;
-  z.fill_(T(0));
-  return z;
-}
 inline void independent(size_t i, const char* fn) {
   raise<error>(fn, ": the output of the user-provided function is independent of input ", i,
                ". This is not allowed in strict mode.");
@@ -47,20 +40,14 @@ Tensors<T, D> finish(Tensors<T, D> grads, const Tensors<T, D>& inputs, bool crea
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) {
       if (strict) independent(i, fn);
-      grads[i] = zeros_like_t(inputs[i]);
+      grads[i] = zeros_like(inputs[i]);
     } else if (!create_graph) {
       grads[i] = grads[i].detach();
     }
   }
   return grads;
 }
-template <class T, class D>
-Tensor<T, D> call(const auto& f, const Tensors<T, D>& x) {
-  if constexpr (std::is_invocable_v<decltype(f), const Tensors<T, D>&>)
-    return f(x);
-  else
-    return f(x[0]);
-}
+using detail_api::call;
 }  // namespace detail_fn
 
 // {f(inputs), v^T J}; v may be omitted when f returns one element.
@@ -97,7 +84,7 @@ std::pair<Tensor<T, D>, Tensor<T, D>> jvp(F&& f, const Tensors<T, D>& inputs, co
   auto [p, t] = forward_ad::unpack_dual(out);
   if (!t.defined()) {
     if (strict) raise<error>("jvp: the output of the user-provided function is independent of its inputs; not allowed in strict mode");
-    t = detail_fn::zeros_like_t(out);
+    t = zeros_like(out);
   }
   if (!create_graph) return {p.detach(), t.detach()};
   return {p, t};
@@ -121,13 +108,13 @@ Tensors<T, D> jacobian(F&& f, const Tensors<T, D>& inputs, bool create_graph = f
       Tensors<T, D> cols;
       for (int64_t j = 0; j < inputs[i].numel(); ++j) {
         Tensors<T, D> v;
-        for (size_t k = 0; k < inputs.size(); ++k) v.push_back(detail_fn::zeros_like_t(inputs[k]));
+        for (size_t k = 0; k < inputs.size(); ++k) v.push_back(zeros_like(inputs[k]));
         v[i].reshape({-1}).mutable_data_ptr()[j] = T(1);
         cols.push_back(jvp(f, inputs, v, create_graph, strict).second.reshape({-1}));
       }
       Shape s = out0.sizes();
       for (auto d : inputs[i].sizes()) s.push_back(d);
-      jac.push_back(cols.empty() ? detail_fn::zeros_like_t(reel::detail::make_tensor<T, D>(s))
+      jac.push_back(cols.empty() ? zeros<T, D>(s)
                                  : stack(cols, 1).reshape(s));
     }
     return jac;
@@ -143,7 +130,7 @@ Tensors<T, D> jacobian(F&& f, const Tensors<T, D>& inputs, bool create_graph = f
     for (size_t i = 0; i < x.size(); ++i) {
       if (!g[i].defined()) {
         if (strict) detail_fn::independent(i, "jacobian");
-        g[i] = detail_fn::zeros_like_t(inputs[i]);
+        g[i] = zeros_like(inputs[i]);
       }
       rows[i].push_back(create_graph ? g[i] : g[i].detach());
     }
@@ -151,7 +138,7 @@ Tensors<T, D> jacobian(F&& f, const Tensors<T, D>& inputs, bool create_graph = f
   for (size_t i = 0; i < inputs.size(); ++i) {
     Shape s = out.sizes();
     for (auto d : inputs[i].sizes()) s.push_back(d);
-    jac.push_back(rows[i].empty() ? detail_fn::zeros_like_t(reel::detail::make_tensor<T, D>(s)) : stack(rows[i], 0).reshape(s));
+    jac.push_back(rows[i].empty() ? zeros<T, D>(s) : stack(rows[i], 0).reshape(s));
   }
   return jac;
 }
@@ -172,7 +159,7 @@ std::vector<Tensors<T, D>> hessian(F&& f, const Tensors<T, D>& inputs, bool crea
       auto g = grad({out}, x, {}, {true, true, true})[i];
       if (!g.defined()) {
         if (strict) detail_fn::independent(i, "hessian");
-        return detail_fn::zeros_like_t(x[i]);
+        return zeros_like(x[i]);
       }
       return g;
     };

@@ -31,13 +31,7 @@ Tensor<T, D> flat_copy(const Tensor<T, D>& x) {
   no_grad ng;
   return x.detach().clone().reshape({-1});
 }
-template <class T, class D>
-Tensor<T, D> call(const auto& f, const Tensors<T, D>& x) {
-  if constexpr (std::is_invocable_v<decltype(f), const Tensors<T, D>&>)
-    return f(x);
-  else
-    return f(x[0]);
-}
+using detail_api::call;
 // Directional derivative of f at xs along unit `dir` (1 or i) at element j of input i, by
 // central differences; the result has f's shape.
 template <class T, class D>

@@ -7,16 +7,10 @@
 
 #include <reel.hpp>
 
+#include "check_close.hpp"
+
 using namespace reel;
 using Td = Tensor<double>;
-
-namespace {
-void check_close(const Td& a, const std::vector<double>& b, double tol = 1e-12) {
-  auto v = a.contiguous().to_vector();
-  REQUIRE(v.size() == b.size());
-  for (size_t i = 0; i < b.size(); ++i) CHECK(v[i] == doctest::Approx(b[i]).epsilon(tol).scale(1));
-}
-}  // namespace
 
 TEST_CASE("backward accumulates gradients of leaves") {
   auto x = tensor<double>({1.0, -2.0, 3.0});

@@ -7,19 +7,13 @@
 
 #include <reel.hpp>
 
+#include "check_close.hpp"
+
 using namespace reel;
 using Td = Tensor<double>;
 using V = std::vector<Td>;
 namespace fad = autograd::forward_ad;
 namespace F = autograd::functional;
-
-namespace {
-void check_close(const Td& a, const std::vector<double>& b, double tol = 1e-12) {
-  auto v = a.contiguous().to_vector();
-  REQUIRE(v.size() == b.size());
-  for (size_t i = 0; i < b.size(); ++i) CHECK(v[i] == doctest::Approx(b[i]).epsilon(tol).scale(1));
-}
-}  // namespace
 
 TEST_CASE("make_dual / unpack_dual carry a tangent through ops") {
   fad::dual_level level;
