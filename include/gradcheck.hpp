@@ -190,10 +190,14 @@ struct CheckAdOptions {
   double rtol = 1e-5;
   uint64_t seed = 1234;
   bool second_order = true;
+  // also forward-over-forward (jvp of jvp) and reverse-over-forward (the gradient of a jvp,
+  // as jacobian-of-jacobian computes it)
+  bool forward_second_order = false;
 };
 
 // The standard test of an op: reverse, reverse-over-reverse, forward and forward-over-
-// reverse derivatives of f at `inputs`, each compared with central differences. Reverse
+// reverse derivatives of f at `inputs`, each compared with central differences (with
+// forward_second_order, also forward-over-forward and reverse-over-forward). Reverse
 // mode is projected on random output directions; forward mode is checked along every input
 // element (and i times it for complex inputs). Throws reel::error naming the failing mode.
 template <class T, class D>
@@ -219,6 +223,18 @@ void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> in
     m << "check_ad: " << mode << " mismatch with respect to input " << i << ", element " << j
       << (c ? " (imaginary direction)" : "") << ": finite differences " << num << ", autograd " << an;
     raise<error>(m.str());
+  };
+  // every element (real and imaginary parts) of an autograd tangent against differences
+  auto compare_all = [&](const Tensor<T, D>& tan, const Tensor<T, D>& num, const std::string& mode, size_t i, int64_t j,
+                         size_t c) {
+    auto nv = flat_copy(num).to_vector();
+    std::vector<T> tv = tan.defined() ? flat_copy(tan).to_vector() : std::vector<T>(nv.size(), T(0));
+    for (size_t q = 0; q < nv.size(); ++q)
+      for (int part = 0; part < (complex_v<T> ? 2 : 1); ++part) {
+        double a = part ? std::imag(std::complex<double>(tv[q])) : std::real(tv[q]);
+        double b = part ? std::imag(std::complex<double>(nv[q])) : std::real(nv[q]);
+        if (!close(a, b)) fail(mode + std::to_string(q) + ")", i, j, c, b, a);
+      }
   };
 
   // h(x) = the gradient of Re<g, f(x)> with respect to every input, as one flat tensor.
@@ -264,14 +280,7 @@ void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> in
             xs.push_back(forward_ad::make_dual(inputs[k].detach(), t));
           }
           Tensor<T, D> tan = forward_ad::unpack_dual(call<T, D>(f, xs)).tangent;
-          auto nv = flat_copy(num).to_vector();
-          std::vector<T> tv = tan.defined() ? flat_copy(tan).to_vector() : std::vector<T>(nv.size(), T(0));
-          for (size_t k = 0; k < nv.size(); ++k)
-            for (int part = 0; part < (complex_v<T> ? 2 : 1); ++part) {
-              double a = part ? std::imag(std::complex<double>(tv[k])) : std::real(tv[k]);
-              double b = part ? std::imag(std::complex<double>(nv[k])) : std::real(nv[k]);
-              if (!close(a, b)) fail("forward mode (output element " + std::to_string(k) + ")", i, j, c, b, a);
-            }
+          compare_all(tan, num, "forward mode (output element ", i, j, c);
         }
       }
     }
@@ -305,16 +314,49 @@ void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> in
           xs.push_back(forward_ad::make_dual(p, t));
         }
         Tensor<T, D> tan = forward_ad::unpack_dual(h(xs, true)).tangent;
-        auto nv = flat_copy(num).to_vector();
-        std::vector<T> tv = tan.defined() ? flat_copy(tan).to_vector() : std::vector<T>(nv.size(), T(0));
-        for (size_t k = 0; k < nv.size(); ++k)
-          for (int part = 0; part < (complex_v<T> ? 2 : 1); ++part) {
-            double a = part ? std::imag(std::complex<double>(tv[k])) : std::real(tv[k]);
-            double b = part ? std::imag(std::complex<double>(nv[k])) : std::real(nv[k]);
-            if (!close(a, b)) fail("forward-over-reverse (gradient element " + std::to_string(k) + ")", i, j, c, b, a);
-          }
+        compare_all(tan, num, "forward-over-reverse (gradient element ", i, j, c);
       }
     }
+  }
+  if (!o.forward_second_order) return;
+
+  // k(x) = the jvp of f at x along fixed random directions w
+  Tensors<T, D> w;
+  for (auto& x : inputs) w.push_back(random_like(x, gen));
+  auto k = [&](const Tensors<T, D>& x) {
+    forward_ad::dual_level level;
+    Tensors<T, D> xs;
+    for (size_t q = 0; q < x.size(); ++q) xs.push_back(forward_ad::make_dual(x[q], w[q]));
+    Tensor<T, D> t = forward_ad::unpack_dual(call<T, D>(f, xs)).tangent;
+    return t.defined() ? t : Tensor<T, D>(zeros<T, D>(out0.sizes()));
+  };
+  Fn<T, D> k_plain = [&](const Tensors<T, D>& x) { return k(x).detach(); };
+  Tensor<T, D> u2 = random_like(out0, gen);
+  // reverse over forward: the gradient of Re<u2, k(x)>
+  Tensors<T, D> xg;
+  for (auto& x : inputs) xg.push_back(x.detach().requires_grad_(true));
+  Tensor<T, D> kx = k(xg);
+  Tensors<T, D> rf(xg.size());
+  if (kx.requires_grad()) rf = grad({kx}, xg, {u2}, {false, false, true});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto rv = rf[i].defined() ? flat_copy(rf[i]).to_vector() : std::vector<T>(inputs[i].numel(), T(0));
+    for (int64_t j = 0; j < inputs[i].numel(); ++j)
+      for (size_t c = 0; c < dirs.size(); ++c) {
+        Tensor<T, D> num = numeric_direction(k_plain, inputs, i, j, dirs[c], o.eps);
+        double rev = c == 0 ? std::real(rv[j]) : std::imag(std::complex<double>(rv[j]));
+        double expect = real_inner(u2, num);
+        if (!close(rev, expect)) fail("reverse-over-forward", i, j, c, expect, rev);
+        // forward over forward: the tangent of k along dirs[c]
+        forward_ad::dual_level outer;
+        Tensors<T, D> xs;
+        for (size_t q = 0; q < inputs.size(); ++q) {
+          auto t = zeros<T, D>(inputs[q].sizes());
+          if (q == i) t.reshape({-1}).mutable_data_ptr()[j] = dirs[c];
+          xs.push_back(forward_ad::make_dual(inputs[q].detach(), t));
+        }
+        Tensor<T, D> tan = forward_ad::unpack_dual(k(xs)).tangent;
+        compare_all(tan, num, "forward-over-forward (jvp element ", i, j, c);
+      }
   }
 }
 
