@@ -182,7 +182,9 @@ std::shared_ptr<LuBatch<T>> lu_factor(const Tensor<T, D>& A3) {
   r->lu.resize(nb);
   auto a = plain3(A3);
   const T* p = a.data_ptr();
-  for_batch(nb, n, [&](int64_t i) { r->lu[i].compute(load(p + i * n * n, n, n)); });
+  // Row-major A read as a column-major matrix is A^T: factor that (no transposing copy);
+  // det(A^T) = det(A), and solves with A go through the factors' transpose.
+  for_batch(nb, n, [&](int64_t i) { r->lu[i].compute(Eigen::Map<const CMat<T>>(p + i * n * n, n, n)); });
   return r;
 }
 template <class T>
@@ -200,10 +202,17 @@ Tensor<T, D> lu_solve(const LuBatch<T>& f, const Tensor<T, D>& B, bool adjoint) 
   auto out = empty<T, D>({nb, n, k});
   const T* pb = b.data_ptr();
   T* po = out.mutable_data_ptr();
+  using RM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   for_batch(nb, n, [&](int64_t i) {
-    CMat<T> rhs = load(pb + i * n * k, n, k);
-    CMat<T> x = adjoint ? CMat<T>(f.lu[i].adjoint().solve(rhs)) : CMat<T>(f.lu[i].solve(rhs));
-    store(po + i * n * k, x);
+    Eigen::Map<const RM> rhs(pb + i * n * k, n, k);
+    RowMap<T> x(po + i * n * k, n, k);
+    const auto& lu = f.lu[i];  // of A^T
+    if (!adjoint)
+      x = lu.transpose().solve(rhs);  // A x = b
+    else if constexpr (is_complex_v<T>)
+      x = lu.solve(rhs.conjugate()).conjugate();  // A^H = conj(A^T)
+    else
+      x = lu.solve(rhs);  // A^T x = b
   });
   return out;
 }
@@ -227,7 +236,7 @@ Tensor<T, D> solve_value(const Tensor<T, D>& A3, const Tensor<T, D>& B3, Kind ki
     return empty<T, D>({nb, n, k});
   } else {
     if (kind == Kind::general) {
-      auto f = lu_factor(A3);
+      auto f = keep && *keep ? *keep : lu_factor(A3);  // factors passed in are reused
       std::vector<int64_t> bad(nb, -1);
       for (int64_t i = 0; i < nb; ++i)
         if (lu_singular(f->lu[i])) bad[i] = 0;
@@ -260,10 +269,11 @@ Tensor<T, D> project(const Tensor<T, D>& g, Kind kind) {
   return Tensor<T, D>(g * tri_weights<T, D>(n, kind == Kind::lower, 1, kind == Kind::upper));
 }
 
-// X = A^-1 B, recorded. A [nb, n, n], B [nb, n, k].
+// X = A^-1 B, recorded. A [nb, n, n], B [nb, n, k]; `lu`: A's factors if already computed.
 template <class T, class D>
-Tensor<T, D> solve3(const Tensor<T, D>& A, const Tensor<T, D>& B, Kind kind, const char* fn) {
-  std::shared_ptr<LuBatch<T>> f;
+Tensor<T, D> solve3(const Tensor<T, D>& A, const Tensor<T, D>& B, Kind kind, const char* fn,
+                    std::shared_ptr<LuBatch<T>> lu = nullptr) {
+  std::shared_ptr<LuBatch<T>> f = std::move(lu);
   Tensor<T, D> X = solve_value(A, B, kind, fn, &f);
   if (!records<T, D>(A, B)) return X;
   Tensor<T, D> Xp = X.detach();  // the value, without the history that will point back here
@@ -390,7 +400,8 @@ bool well_conditioned(const Eigen::PartialPivLU<CMat<T>>& lu) {
   return !(rc < std::sqrt(std::numeric_limits<R>::epsilon()));  // NaN (from NaN input) takes the LU path
 }
 template <class T, class D> Tensor<T, D> det3(const Tensor<T, D>& A);
-template <class T, class D> Tensor<T, D> inv3(const Tensor<T, D>& A, const char* fn);
+template <class T, class D>
+Tensor<T, D> inv3(const Tensor<T, D>& A, const char* fn, std::shared_ptr<LuBatch<T>> lu = nullptr);
 
 template <class T, class D>
 Tensor<T, D> det3(const Tensor<T, D>& A) {
@@ -414,13 +425,14 @@ Tensor<T, D> det3(const Tensor<T, D>& A) {
           // g conj(det) A^-H when A is well conditioned, else g adj(A)^H
           if (!conditioned()) return std::vector<Tensor<T, D>>{scale_rows(mH(adjugate3(A, "linalg.det")), g)};
           if (records<T, D>(A, g))
-            return std::vector<Tensor<T, D>>{scale_rows(mH(inv3(A, "linalg.det")), Tensor<T, D>(g * conj(det3(A))))};
+            return std::vector<Tensor<T, D>>{scale_rows(mH(inv3(A, "linalg.det", f)), Tensor<T, D>(g * conj(det3(A))))};
           return std::vector<Tensor<T, D>>{scale_rows(lu_inverse<T, D>(*f, nb, true), Tensor<T, D>(g * conj(dp)))};
         },
         [A, dp, f, conditioned](const std::vector<Tensor<T, D>>& t) {
           // d det = tr(adj(A) dA) = det tr(A^-1 dA)
           if (!conditioned()) return trace(matmul(adjugate3(A, "linalg.det"), t[0]));
-          if (records<T, D>(A, t[0])) return Tensor<T, D>(det3(A) * trace(solve3(A, t[0], Kind::general, "linalg.det")));
+          if (records<T, D>(A, t[0]))
+            return Tensor<T, D>(det3(A) * trace(solve3(A, t[0], Kind::general, "linalg.det", f)));
           return Tensor<T, D>(dp * trace(lu_solve(*f, t[0], false)));
         });
   }
@@ -459,12 +471,12 @@ std::pair<Tensor<T, D>, Tensor<T, D>> logdet3(const Tensor<T, D>& A) {
                 out, "LinalgSlogdetBackward", {A}, {A},
                 [A, f, nb](const Tensor<T, D>& g) {
                   // g A^-H
-                  if (records<T, D>(A, g)) return std::vector<Tensor<T, D>>{scale_rows(mH(inv3(A, "linalg.slogdet")), g)};
+                  if (records<T, D>(A, g)) return std::vector<Tensor<T, D>>{scale_rows(mH(inv3(A, "linalg.slogdet", f)), g)};
                   return std::vector<Tensor<T, D>>{scale_rows(lu_inverse<T, D>(*f, nb, true), g)};
                 },
                 [A, f](const std::vector<Tensor<T, D>>& t) {
                   // tr(A^-1 dA)
-                  if (records<T, D>(A, t[0])) return trace(solve3(A, t[0], Kind::general, "linalg.slogdet"));
+                  if (records<T, D>(A, t[0])) return trace(solve3(A, t[0], Kind::general, "linalg.slogdet", f));
                   return trace(lu_solve(*f, t[0], false));
                 }),
             sign};
@@ -472,9 +484,9 @@ std::pair<Tensor<T, D>, Tensor<T, D>> logdet3(const Tensor<T, D>& A) {
 }
 
 template <class T, class D>
-Tensor<T, D> inv3(const Tensor<T, D>& A, const char* fn) {
+Tensor<T, D> inv3(const Tensor<T, D>& A, const char* fn, std::shared_ptr<LuBatch<T>> lu) {
   int64_t nb = A.size(0), n = A.size(1);
-  return solve3(A, Tensor<T, D>(eye<T, D>(n).unsqueeze(0).expand({nb, n, n})), Kind::general, fn);
+  return solve3(A, Tensor<T, D>(eye<T, D>(n).unsqueeze(0).expand({nb, n, n})), Kind::general, fn, std::move(lu));
 }
 
 // ------------------------------------------------------------------ cholesky
