@@ -202,17 +202,22 @@ Tensor<T, D> lu_solve(const LuBatch<T>& f, const Tensor<T, D>& B, bool adjoint) 
   auto out = empty<T, D>({nb, n, k});
   const T* pb = b.data_ptr();
   T* po = out.mutable_data_ptr();
-  using RM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  for_batch(nb, n, [&](int64_t i) {
-    Eigen::Map<const RM> rhs(pb + i * n * k, n, k);
-    RowMap<T> x(po + i * n * k, n, k);
-    const auto& lu = f.lu[i];  // of A^T
+  auto run = [&](const auto& lu, const auto& rhs, auto&& x) {  // lu: of A^T
     if (!adjoint)
       x = lu.transpose().solve(rhs);  // A x = b
     else if constexpr (is_complex_v<T>)
       x = lu.solve(rhs.conjugate()).conjugate();  // A^H = conj(A^T)
     else
       x = lu.solve(rhs);  // A^T x = b
+  };
+  using RM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  for_batch(nb, n, [&](int64_t i) {
+    // one column: Eigen's vector kernels (its matrix kernels cost more for a single column)
+    if (k == 1)
+      run(f.lu[i], Eigen::Map<const Vec>(pb + i * n, n), Eigen::Map<Vec>(po + i * n, n));
+    else
+      run(f.lu[i], Eigen::Map<const RM>(pb + i * n * k, n, k), RowMap<T>(po + i * n * k, n, k));
   });
   return out;
 }
