@@ -288,24 +288,24 @@ Tensor<T, D> solve3(const Tensor<T, D>& A, const Tensor<T, D>& B, Kind kind, con
   };
   return record_fn(
       X, "LinalgSolveBackward", {A, B}, {A, B, Xp},
-      [A, B, Xp, kind, fn, plain](const Tensor<T, D>& G) {
+      [A, B, Xp, kind, fn, plain, f](const Tensor<T, D>& G) {
         // gB = A^-H G, gA = -gB X^H
         Tensor<T, D> gB = records<T, D>(A, G) ? solve3(mH(A), G, adjoint_kind(kind), fn) : plain(A, G, true);
         Tensor<T, D> gA;
         if (A.requires_grad()) {
-          Tensor<T, D> X = records<T, D>(A, B, gB) ? solve3(A, B, kind, fn) : Xp;
+          Tensor<T, D> X = records<T, D>(A, B, gB) ? solve3(A, B, kind, fn, f) : Xp;
           gA = project(Tensor<T, D>(-matmul(gB, mH(X))), kind);
         }
         return std::vector<Tensor<T, D>>{gA, B.requires_grad() ? gB : Tensor<T, D>()};
       },
-      [A, B, Xp, kind, fn, plain](const std::vector<Tensor<T, D>>& t) {
+      [A, B, Xp, kind, fn, plain, f](const std::vector<Tensor<T, D>>& t) {
         // dX = A^-1 (dB - dA X)
         Tensor<T, D> rhs = t[1].defined() ? t[1] : zeros_like(B);
         if (t[0].defined()) {
-          Tensor<T, D> X = records<T, D>(A, B) ? solve3(A, B, kind, fn) : Xp;
+          Tensor<T, D> X = records<T, D>(A, B) ? solve3(A, B, kind, fn, f) : Xp;
           rhs = Tensor<T, D>(rhs - matmul(project(t[0], kind), X));
         }
-        return records<T, D>(A, rhs) ? solve3(A, rhs, kind, fn) : plain(A, rhs, false);
+        return records<T, D>(A, rhs) ? solve3(A, rhs, kind, fn, f) : plain(A, rhs, false);
       });
 }
 
