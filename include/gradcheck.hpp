@@ -258,69 +258,58 @@ void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> in
   };
   Fn<T, D> h_plain = [&](const Tensors<T, D>& x) { return h(x, false).detach(); };
 
-  // first order
-  Tensor<T, D> hx = h_plain(inputs);
-  auto hv = hx.to_vector();
-  int64_t base = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    for (int64_t j = 0; j < inputs[i].numel(); ++j) {
-      for (size_t c = 0; c < dirs.size(); ++c) {
-        Tensor<T, D> num = numeric_direction(f, inputs, i, j, dirs[c], o.eps);
-        // reverse: component c of the gradient is the derivative of Re<g, f> along dirs[c]
-        double rev = c == 0 ? std::real(hv[base + j]) : std::imag(std::complex<double>(hv[base + j]));
-        double expect = real_inner(g, num);
-        if (!close(rev, expect)) fail("reverse mode", i, j, c, expect, rev);
-        // forward: the tangent along dirs[c]
-        {
-          forward_ad::dual_level level;
-          Tensors<T, D> xs;
-          for (size_t k = 0; k < inputs.size(); ++k) {
-            auto t = zeros<T, D>(inputs[k].sizes());
-            if (k == i) t.reshape({-1}).mutable_data_ptr()[j] = dirs[c];
-            xs.push_back(forward_ad::make_dual(inputs[k].detach(), t));
-          }
-          Tensor<T, D> tan = forward_ad::unpack_dual(call<T, D>(f, xs)).tangent;
-          compare_all(tan, num, "forward mode (output element ", i, j, c);
-        }
-      }
+  // Duals of the inputs at the current level with tangent dir at element j of input i.
+  auto basis_duals = [&](size_t i, int64_t j, T dir, bool requires_grad) {
+    Tensors<T, D> xs;
+    for (size_t q = 0; q < inputs.size(); ++q) {
+      auto t = zeros<T, D>(inputs[q].sizes());
+      if (q == i) t.reshape({-1}).mutable_data_ptr()[j] = dir;
+      Tensor<T, D> p = inputs[q].detach();
+      if (requires_grad) p.requires_grad_(true);
+      xs.push_back(forward_ad::make_dual(p, t));
     }
-    base += inputs[i].numel();
-  }
+    return xs;
+  };
+  // The derivatives of a first-order derivative r (recorded(x) computes it with a history;
+  // plain(x) without): reverse mode projected on a random direction, and forward mode
+  // along every input element, against central differences of plain.
+  auto sweep = [&](const Fn<T, D>& plain, auto&& recorded, const std::string& rev_mode, const std::string& fwd_mode,
+                   bool duals_require_grad) {
+    enable_grad eg;
+    Tensor<T, D> u = random_like(plain(inputs), gen);
+    Tensors<T, D> xr;
+    for (auto& x : inputs) xr.push_back(x.detach().requires_grad_(true));
+    Tensor<T, D> r = recorded(xr);
+    Tensors<T, D> rr(xr.size());
+    if (r.requires_grad()) rr = grad({r}, xr, {u}, {false, false, true});
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto rv = rr[i].defined() ? flat_copy(rr[i]).to_vector() : std::vector<T>(inputs[i].numel(), T(0));
+      for (int64_t j = 0; j < inputs[i].numel(); ++j)
+        for (size_t c = 0; c < dirs.size(); ++c) {
+          Tensor<T, D> num = numeric_direction(plain, inputs, i, j, dirs[c], o.eps);
+          double rev = c == 0 ? std::real(rv[j]) : std::imag(std::complex<double>(rv[j]));
+          double expect = real_inner(u, num);
+          if (!close(rev, expect)) fail(rev_mode, i, j, c, expect, rev);
+          forward_ad::dual_level level;
+          Tensor<T, D> tan = forward_ad::unpack_dual(recorded(basis_duals(i, j, dirs[c], duals_require_grad))).tangent;
+          compare_all(tan, num, fwd_mode, i, j, c);
+        }
+    }
+  };
+
+  // first order: reverse mode (the gradient of Re<u, f>) and forward mode
+  sweep(f, [&](const Tensors<T, D>& x) { return call<T, D>(f, x); }, "reverse mode", "forward mode (output element ",
+        false);
   if (!o.second_order) return;
 
-  // second order: derivatives of h
-  Tensor<T, D> u = random_like(hx, gen);
-  Tensors<T, D> xr;
-  for (auto& x : inputs) xr.push_back(x.detach().requires_grad_(true));
-  Tensor<T, D> hr = h(xr, true);
-  Tensors<T, D> rr(xr.size());
-  if (hr.requires_grad()) rr = grad({hr}, xr, {u}, {false, false, true});
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    auto rv = rr[i].defined() ? flat_copy(rr[i]).to_vector() : std::vector<T>(inputs[i].numel(), T(0));
-    for (int64_t j = 0; j < inputs[i].numel(); ++j) {
-      for (size_t c = 0; c < dirs.size(); ++c) {
-        Tensor<T, D> num = numeric_direction(h_plain, inputs, i, j, dirs[c], o.eps);
-        double rev = c == 0 ? std::real(rv[j]) : std::imag(std::complex<double>(rv[j]));
-        double expect = real_inner(u, num);
-        if (!close(rev, expect)) fail("reverse-over-reverse", i, j, c, expect, rev);
-        // forward over reverse: the tangent of the gradient
-        forward_ad::dual_level level;
-        Tensors<T, D> xs;
-        for (size_t k = 0; k < inputs.size(); ++k) {
-          auto t = zeros<T, D>(inputs[k].sizes());
-          if (k == i) t.reshape({-1}).mutable_data_ptr()[j] = dirs[c];
-          Tensor<T, D> p = inputs[k].detach();
-          p.requires_grad_(true);
-          xs.push_back(forward_ad::make_dual(p, t));
-        }
-        Tensor<T, D> tan = forward_ad::unpack_dual(h(xs, true)).tangent;
-        compare_all(tan, num, "forward-over-reverse (gradient element ", i, j, c);
-      }
-    }
-  }
+  // second order: derivatives of h (reverse over reverse; forward over reverse: the tangent
+  // of the gradient)
+  sweep(h_plain, [&](const Tensors<T, D>& x) { return h(x, true); }, "reverse-over-reverse",
+        "forward-over-reverse (gradient element ", true);
   if (!o.forward_second_order) return;
 
-  // k(x) = the jvp of f at x along fixed random directions w
+  // derivatives of k(x) = the jvp of f at x along fixed random directions w (reverse over
+  // forward: the gradient of Re<u, k(x)>; forward over forward: the tangent of k)
   Tensors<T, D> w;
   for (auto& x : inputs) w.push_back(random_like(x, gen));
   auto k = [&](const Tensors<T, D>& x) {
@@ -331,33 +320,7 @@ void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> in
     return t.defined() ? t : Tensor<T, D>(zeros<T, D>(out0.sizes()));
   };
   Fn<T, D> k_plain = [&](const Tensors<T, D>& x) { return k(x).detach(); };
-  Tensor<T, D> u2 = random_like(out0, gen);
-  // reverse over forward: the gradient of Re<u2, k(x)>
-  Tensors<T, D> xg;
-  for (auto& x : inputs) xg.push_back(x.detach().requires_grad_(true));
-  Tensor<T, D> kx = k(xg);
-  Tensors<T, D> rf(xg.size());
-  if (kx.requires_grad()) rf = grad({kx}, xg, {u2}, {false, false, true});
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    auto rv = rf[i].defined() ? flat_copy(rf[i]).to_vector() : std::vector<T>(inputs[i].numel(), T(0));
-    for (int64_t j = 0; j < inputs[i].numel(); ++j)
-      for (size_t c = 0; c < dirs.size(); ++c) {
-        Tensor<T, D> num = numeric_direction(k_plain, inputs, i, j, dirs[c], o.eps);
-        double rev = c == 0 ? std::real(rv[j]) : std::imag(std::complex<double>(rv[j]));
-        double expect = real_inner(u2, num);
-        if (!close(rev, expect)) fail("reverse-over-forward", i, j, c, expect, rev);
-        // forward over forward: the tangent of k along dirs[c]
-        forward_ad::dual_level outer;
-        Tensors<T, D> xs;
-        for (size_t q = 0; q < inputs.size(); ++q) {
-          auto t = zeros<T, D>(inputs[q].sizes());
-          if (q == i) t.reshape({-1}).mutable_data_ptr()[j] = dirs[c];
-          xs.push_back(forward_ad::make_dual(inputs[q].detach(), t));
-        }
-        Tensor<T, D> tan = forward_ad::unpack_dual(k(xs)).tangent;
-        compare_all(tan, num, "forward-over-forward (jvp element ", i, j, c);
-      }
-  }
+  sweep(k_plain, k, "reverse-over-forward", "forward-over-forward (jvp element ", false);
 }
 
 }  // namespace reel::autograd
