@@ -742,7 +742,6 @@ template <class T>
 std::pair<int, int> expm_one(Sq<T>& A) {
   const double* th = ExpThetas<real_t<T>>::v;
   double nrm = norm1(A);
-  int64_t n = A.n;
   if (!std::isfinite(nrm)) {
     std::fill(A.v.begin(), A.v.end(), T(std::numeric_limits<real_t<T>>::quiet_NaN()));
     return {0, 0};
@@ -757,7 +756,6 @@ std::pair<int, int> expm_one(Sq<T>& A) {
   for (auto& x : A.v) x *= T(scale);
   A = taylor_exp(A, 18);
   for (int i = 0; i < s; ++i) A = A * A;
-  (void)n;
   return {18, s};
 }
 
@@ -896,9 +894,8 @@ Tensor<T, D> solve_any(const Tensor<T, D>& A, const Tensor<T, D>& B, bool left, 
   Tensor<T, D> X;
   if (left) {
     X = solve3(A3, B3, kind, fn);
-  } else {  // X A = B  <=>  A^T X^T = B^T
-    Kind tk = kind == Kind::lower ? Kind::upper : kind == Kind::upper ? Kind::lower : kind;
-    X = solve3(A3.mT(), B3.mT(), tk, fn).mT();
+  } else {  // X A = B  <=>  A^T X^T = B^T (transposing swaps the triangles, as the adjoint does)
+    X = solve3(A3.mT(), B3.mT(), adjoint_kind(kind), fn).mT();
   }
   Shape out = batch;
   if (vec) {
