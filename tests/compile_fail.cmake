@@ -1,5 +1,6 @@
 # Compiles a one-line misuse of the API and passes only if compilation fails with MSG.
 file(WRITE ${OUT} "#include <reel.hpp>
+#include <${HEADER}>
 using namespace reel;
 void f(Tensor<std::complex<float>> tensor_c, Tensor<float> tensor_f, Tensor<double> tensor_d,
        Tensor<uint16_t> tensor_u16, Tensor<int32_t> tensor_i32) {
