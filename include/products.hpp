@@ -20,31 +20,39 @@ void check_matmul_types() {
   static_assert(!std::is_same_v<D, CUDA>, "reel::matmul: CUDA matmul needs <cuda.hpp>");
 }
 
-// C[m, n] = A[m, k] B[k, n], all row-major with unit inner stride. Calls Eigen's GEMM
-// kernel directly: the dispatch in front of it (lazy and matrix-vector products) costs a
-// second per translation unit to compile and is not needed here. Small products use a plain
-// loop; large ones split the rows of C between threads.
-template <class T>
-void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, T(0));
+// C[m, n] (+)= op(A) op(B), C row-major; op(A) = A[m, k] row-major, or A stored as [k, m]
+// row-major when TA (a transposed operand is read in place, never copied); likewise B.
+// Calls Eigen's GEMM kernel directly: the dispatch in front of it (lazy and matrix-vector
+// products) costs a second per translation unit to compile and is not needed here. Small
+// products use a plain loop; large ones split the rows of C between threads.
+template <class T, bool TA = false, bool TB = false>
+void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
+             bool accumulate) {
+  if (!accumulate)
+    for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, T(0));
   if (m == 0 || n == 0 || k == 0) return;
+  auto a = [&](int64_t i, int64_t p) { return TA ? A[p * lda + i] : A[i * lda + p]; };
   if (m * n * k <= 32 * 32 * 32) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t p = 0; p < k; ++p) {
-        const T a = A[i * lda + p];
-        for (int64_t j = 0; j < n; ++j) C[i * ldc + j] += a * B[p * ldb + j];
+        const T ai = a(i, p);
+        for (int64_t j = 0; j < n; ++j) C[i * ldc + j] += ai * (TB ? B[j * ldb + p] : B[p * ldb + j]);
       }
     return;
   }
   using namespace Eigen::internal;
-  using G = general_matrix_matrix_product<Eigen::Index, T, Eigen::RowMajor, false, T, Eigen::RowMajor, false,
-                                          Eigen::RowMajor, 1>;
+  constexpr int LO = TA ? Eigen::ColMajor : Eigen::RowMajor, RO = TB ? Eigen::ColMajor : Eigen::RowMajor;
+  using G = general_matrix_matrix_product<Eigen::Index, T, LO, false, T, RO, false, Eigen::RowMajor, 1>;
   auto rows = [&](int64_t r0, int64_t r1) {
     gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(r1 - r0, n, k, 1, true);
-    G::run(r1 - r0, n, k, A + r0 * lda, lda, B, ldb, C + r0 * ldc, 1, ldc, T(1), blocking, nullptr);
+    G::run(r1 - r0, n, k, A + (TA ? r0 : r0 * lda), lda, B, ldb, C + r0 * ldc, 1, ldc, T(1), blocking, nullptr);
   };
   // enough rows per thread to keep the kernel's panels full
   parallel_range(m, rows, std::max<int64_t>(64, (int64_t(1) << 22) / std::max<int64_t>(n * k, 1)));
+}
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
+  gemm_ex<T>(m, n, k, A, lda, B, ldb, C, ldc, false);
 }
 
 // out[b] = a[b] @ c[b] for 3-d operands whose batch dims already agree.

@@ -138,6 +138,7 @@ class CachingHostAllocator {
         void* p = it->second;
         cached_bytes_ -= it->first;
         sizes_[p] = it->first;
+        note(static_cast<int64_t>(it->first));
         free_.erase(it);
         return p;
       }
@@ -148,6 +149,7 @@ class CachingHostAllocator {
       std::lock_guard<std::mutex> lock(mu_);
       sizes_[p] = rounded;
     }
+    note(static_cast<int64_t>(rounded));
     return p;
   }
 
@@ -159,11 +161,14 @@ class CachingHostAllocator {
       auto it = sizes_.find(p);
       size_t sz = it == sizes_.end() ? rounded : it->second;
       if (it != sizes_.end()) sizes_.erase(it);
+      in_use_.fetch_sub(static_cast<int64_t>(sz), std::memory_order_relaxed);
       if (cached_bytes_ + sz <= kMaxCached) {
         free_.emplace(sz, p);
         cached_bytes_ += sz;
         return;
       }
+    } else {
+      in_use_.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
     }
     std::free(p);
   }
@@ -179,8 +184,20 @@ class CachingHostAllocator {
     std::lock_guard<std::mutex> lock(mu_);
     return cached_bytes_;
   }
+  // Bytes of tensor storage handed out and not yet given back (cached blocks excluded), and
+  // the most there has been since the last reset_peak().
+  int64_t in_use() const { return in_use_.load(std::memory_order_relaxed); }
+  int64_t peak() const { return peak_.load(std::memory_order_relaxed); }
+  void reset_peak() { peak_.store(in_use(), std::memory_order_relaxed); }
 
  private:
+  void note(int64_t n) {
+    int64_t now = in_use_.fetch_add(n, std::memory_order_relaxed) + n;
+    int64_t p = peak_.load(std::memory_order_relaxed);
+    while (now > p && !peak_.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+    }
+  }
+  std::atomic<int64_t> in_use_{0}, peak_{0};
   static size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
   std::mutex mu_;
   std::multimap<size_t, void*> free_;
@@ -228,5 +245,11 @@ inline std::shared_ptr<Storage> make_storage(size_t nbytes, DeviceType dev) {
 }  // namespace detail
 
 inline void empty_cache() { detail::CachingHostAllocator::instance().empty_cache(); }
+// CPU tensor memory in use (bytes of storage blocks; tensors of up to 64 bytes live inside
+// their storage object and are not counted), and its peak since reset_peak_memory_stats():
+// torch.cuda.memory_allocated / max_memory_allocated, for the CPU.
+inline int64_t memory_allocated() { return detail::CachingHostAllocator::instance().in_use(); }
+inline int64_t max_memory_allocated() { return detail::CachingHostAllocator::instance().peak(); }
+inline void reset_peak_memory_stats() { detail::CachingHostAllocator::instance().reset_peak(); }
 
 }  // namespace reel
