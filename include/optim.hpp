@@ -408,6 +408,92 @@ const std::vector<Tensor<T, D>>& gather_state(std::vector<Tensor<T, D>>& into, c
   return into;
 }
 
+// The same update as adam_update's foreach sequence (same operations in the same order on
+// each element), fused into one pass per parameter over cache-sized blocks: the moments and
+// parameters are read and written once instead of once per foreach op. For contiguous
+// tensors autograd has no stake in; returns false (doing nothing) otherwise.
+template <class T, class D>
+bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T, D>>& params,
+                const std::vector<Tensor<T, D>>& grads, const std::vector<AdamState<T, D>*>& states,
+                const std::vector<double>& step_size, const std::vector<double>& bc2_sqrt) {
+  using reel::detail::fe::fast_ok;
+  if constexpr (std::is_same_v<D, Meta> || is_complex_v<T>) {
+    return false;
+  } else {
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& s = *states[i];
+      bool ok = fast_ok(params[i].impl(), true) && fast_ok(grads[i].impl(), false) && fast_ok(s.exp_avg.impl(), true) &&
+                fast_ok(s.exp_avg_sq.impl(), true) && (!o.amsgrad() || fast_ok(s.max_exp_avg_sq.impl(), true));
+      if (!ok) return false;
+    }
+    using C = compute_t<T>;
+    using Arr = Eigen::Array<C, Eigen::Dynamic, 1>;
+    auto [beta1, beta2] = o.betas();
+    const C w1 = static_cast<C>(1 - beta1), b2 = static_cast<C>(beta2), w2 = static_cast<C>(1 - beta2),
+            wd = static_cast<C>(o.weight_decay()), decay = static_cast<C>(1 - o.lr() * o.weight_decay()),
+            eps = static_cast<C>(o.eps());
+    const bool small = std::abs(1 - beta1) < 0.5, l2 = !decoupled && o.weight_decay() != 0,
+               dec = decoupled && o.weight_decay() != 0;
+    auto one = [&](size_t i) {
+      const int64_t n = params[i].numel();
+      T* p = params[i].mutable_data_ptr();
+      const T* g = grads[i].data_ptr();
+      T* m = states[i]->exp_avg.mutable_data_ptr();
+      T* v = states[i]->exp_avg_sq.mutable_data_ptr();
+      T* mx = o.amsgrad() ? states[i]->max_exp_avg_sq.mutable_data_ptr() : nullptr;
+      const C ss = static_cast<C>(step_size[i]), bc = static_cast<C>(bc2_sqrt[i]);
+      constexpr int64_t kBlock = 1024;
+      Arr gb(kBlock), pb(kBlock), mb(kBlock), vb(kBlock), db(kBlock);
+      for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+        const int64_t k = std::min(kBlock, n - b0);
+        auto G = gb.head(k), P = pb.head(k), M = mb.head(k), V = vb.head(k), Dn = db.head(k);
+        using MapT = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+        MapT pm(p + b0, k), mm(m + b0, k), vm(v + b0, k);
+        G = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(g + b0, k).template cast<C>();
+        P = pm.template cast<C>();
+        M = mm.template cast<C>();
+        V = vm.template cast<C>();
+        if (o.maximize()) G = -G;
+        if (l2) G = G + P * wd;  // grads + weight_decay * params (foreach add with alpha)
+        if (dec) P = P * decay;
+        M = small ? Arr(M + w1 * (G - M)) : Arr(G - (G - M) * (C(1) - w1));  // lerp_
+        V = V * b2;
+        V = V + w2 * G * G;  // addcmul_
+        if (mx) {
+          Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> xm(mx + b0, k);
+          Arr X = xm.template cast<C>();
+          X = (X.isNaN() || X > V).select(X, V);  // maximum_
+          xm = X.template cast<T>();
+          Dn = X.sqrt();
+        } else {
+          Dn = V.sqrt();
+        }
+        Dn = Dn / bc + eps;
+        P = P + ss * M / Dn;  // addcdiv_
+        pm = P.template cast<T>();
+        mm = M.template cast<T>();
+        vm = V.template cast<T>();
+      }
+    };
+    int64_t total = 0;
+    for (const auto& t : params) total += t.numel();
+    auto range = [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) one(static_cast<size_t>(i));
+    };
+    if (total >= (int64_t(1) << 16) && params.size() > 1)
+      reel::detail::parallel_range(static_cast<int64_t>(params.size()), range, 1);
+    else
+      range(0, static_cast<int64_t>(params.size()));
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].bump_version();
+      states[i]->exp_avg.bump_version();
+      states[i]->exp_avg_sq.bump_version();
+      if (o.amsgrad()) states[i]->max_exp_avg_sq.bump_version();
+    }
+    return true;
+  }
+}
+
 // Adam and AdamW (decoupled = true): PyTorch's _multi_tensor_adam.
 template <class T, class D>
 void adam_update(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T, D>>& params,
@@ -426,6 +512,15 @@ void adam_update(const AdamOptions& o, bool decoupled, const std::vector<Tensor<
     }
     ++s.step;
   }
+  s1.clear();
+  s2.clear();
+  for (auto* s : states) {
+    double bc1 = 1 - std::pow(beta1, static_cast<double>(s->step));
+    double bc2 = 1 - std::pow(beta2, static_cast<double>(s->step));
+    s1.push_back(-(o.lr() / bc1));
+    s2.push_back(std::sqrt(bc2));
+  }
+  if (adam_fused(o, decoupled, params, grads, states, s1, s2)) return;
   if (o.maximize()) grads = fe::neg(grads);
   if (o.weight_decay() != 0) {
     if (decoupled)
@@ -438,14 +533,6 @@ void adam_update(const AdamOptions& o, bool decoupled, const std::vector<Tensor<
   fe::lerp_(exp_avg, grads, 1 - beta1);
   fe::mul_(exp_avg_sq, beta2);
   fe::addcmul_(exp_avg_sq, grads, grads, 1 - beta2);
-  s1.clear();
-  s2.clear();
-  for (auto* s : states) {
-    double bc1 = 1 - std::pow(beta1, static_cast<double>(s->step));
-    double bc2 = 1 - std::pow(beta2, static_cast<double>(s->step));
-    s1.push_back(-(o.lr() / bc1));
-    s2.push_back(std::sqrt(bc2));
-  }
   std::vector<Tensor<T, D>> denom;
   if (o.amsgrad()) {
     const auto& mx = gather_state(scratch[2], states, 2);

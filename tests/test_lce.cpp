@@ -177,3 +177,18 @@ TEST_CASE("linear_cross_entropy never holds the [N, V] logits") {
     CHECK(extra < N * V * 4 / 4);
   }
 }
+
+TEST_CASE("linear_cross_entropy: a second backward through the same graph gives the same gradients") {
+  Generator g(11);
+  Tensor<double> H = randn<double>({6, 3}, g).requires_grad_(), W = randn<double>({5, 3}, g).requires_grad_();
+  auto y = randint<int64_t>(0, 5, {6}, g);
+  for (auto red : {F::Reduction::Mean, F::Reduction::Sum, F::Reduction::None}) {
+    auto loss = F::linear_cross_entropy(H, W, y, {.reduction = red, .chunk_size = 4});
+    Tensor<double> go = red == F::Reduction::None ? full<double>({6}, 0.5) : full<double>({}, 0.5);
+    auto first = autograd::grad({loss}, {H, W}, {go}, {.retain_graph = true});
+    auto second = autograd::grad({loss}, {H, W}, {go});
+    CHECK(first[0].to_vector() == second[0].to_vector());
+    for (size_t k = 0; k < first[1].to_vector().size(); ++k)
+      CHECK(first[1].to_vector()[k] == doctest::Approx(second[1].to_vector()[k]).epsilon(1e-14));
+  }
+}

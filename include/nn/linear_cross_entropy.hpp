@@ -271,6 +271,13 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
         return o.reduction == Reduction::Mean ? Tensor<T, D>(G * (std::isinf(scale) ? 0.0 : scale)) : G;
       };
       auto from_acc = [](const Tensor<A, D>& v) { return v.defined() ? v.template to<T>() : Tensor<T, D>(); };
+      // the forward's gradients (mean / sum), handed to the first backward
+      struct Saved {
+        Tensor<A, D> dX, dW, db;
+        bool used = false;
+      };
+      auto saved = std::make_shared<Saved>(Saved{dX, dW, db, false});
+      dX = dW = db = Tensor<A, D>();
       Tensor<T, D> bias = o.bias;
       auto bw = [=](const Tensor<T, D>& g) -> std::vector<Tensor<T, D>> {
         if (reel::detail::grad_mode_flag()) {  // create_graph: differentiable dense backward
@@ -281,12 +288,25 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
                   gw ? matmul(G.mT(), x2) : Tensor<T, D>(), gb ? sum(G, {0}) : Tensor<T, D>()};
         }
         if (!none) {
-          double gv = static_cast<double>(g.item());
-          auto scaled = [&](const Tensor<A, D>& v) {
-            return v.defined() ? Tensor<T, D>(cast<T>(v * gv)) : Tensor<T, D>();
-          };
-          return {gx ? scaled(dX).reshape(hidden.sizes()) : Tensor<T, D>(), gw ? scaled(dW) : Tensor<T, D>(),
-                  gb ? scaled(db) : Tensor<T, D>()};
+          const double gv = static_cast<double>(g.item());
+          Tensor<A, D> ox, ow, ob;
+          if (!saved->used) {
+            // hand over the gradients computed by the forward, scaled in place: no copy of dW
+            saved->used = true;
+            ox = std::move(saved->dX);
+            ow = std::move(saved->dW);
+            ob = std::move(saved->db);
+            for (auto* v : {&ox, &ow, &ob})
+              if (v->defined() && gv != 1) v->mul_(static_cast<A>(gv));
+          } else {  // a second backward (retain_graph): compute them again
+            detail_lce::Outputs<A> ro;
+            if (gx) ro.dX = (ox = empty<A, D>({N, Dm})).data_ptr();
+            if (gw) ro.dW = (ow = zeros<A, D>({V, Dm})).data_ptr();
+            if (gb) ro.db = (ob = zeros<A, D>({V})).data_ptr();
+            ro.uniform_scale = static_cast<A>((std::isinf(scale) ? 0.0 : scale) * gv);
+            detail_lce::run(P, ro);
+          }
+          return {gx ? from_acc(ox).reshape(hidden.sizes()) : Tensor<T, D>(), from_acc(ow), from_acc(ob)};
         }
         // none: recompute each chunk's logits; row n's gradient is scaled by g[n]
         Tensor<A, D> gx2, gw2, gb2;
