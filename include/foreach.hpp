@@ -157,6 +157,13 @@ inline bool fast_ok(const TensorImpl& t, bool written) {
   return !written || !m->grad_fn;
 }
 
+// An integer list with a fractional scalar would need a floating result (PyTorch refuses
+// the in-place form and promotes the other); reel keeps the list's type, so it refuses both.
+inline void check_integral_scalar(const char* fn, double v) {
+  REEL_CHECK(v == std::trunc(v), type_error, "foreach::", fn, ": the scalar ", v,
+             " is not an integer, so the result cannot keep the list's integer dtype (convert the tensors first)");
+}
+
 template <class T, class D>
 void check_list(const char* fn, int pos, const TensorList<T, D>& self, const TensorList<T, D>& other) {
   REEL_CHECK(other.size() == self.size(), value_error, "foreach::", fn, ": argument ", pos, " has ", other.size(),
@@ -172,6 +179,10 @@ void check_arg(const char* fn, int pos, const TensorList<T, D>& self, const A& a
   } else if constexpr (std::is_same_v<A, ScalarListArg<T>>) {
     REEL_CHECK(a.v.size() == self.size(), value_error, "foreach::", fn, ": argument ", pos, " has ", a.v.size(),
                " scalars but self has ", self.size(), " tensors (one scalar per tensor)");
+    if constexpr (std::is_integral_v<T>)
+      for (size_t i = 0; i < a.v.size(); ++i) check_integral_scalar(fn, a.v[i]);
+  } else if constexpr (std::is_same_v<A, ScalarArg<T>> && std::is_integral_v<T>) {
+    check_integral_scalar(fn, a.v);
   }
 }
 
@@ -194,10 +205,13 @@ auto run(TensorList<T, D> self, const A&... args) {
     auto general = [&](size_t i) {
       const Tensor<T, D>& s = self[i];
       auto put = [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
         if constexpr (InPlace)
           assign_expr(s, e);
-        else
+        else if constexpr (std::is_same_v<typename E::value_type, T>)
           outs[i] = Tensor<T, D>(e);
+        else  // (an integer list with a double scalar: the scalar is integral, checked above)
+          outs[i] = Tensor<T, D>(cast<T>(e));
       };
       Def::apply(put, s, args.reel(i)...);
     };
@@ -280,7 +294,7 @@ struct Floating {
 REEL_FOREACH_DEF(add, AnyType, put((s + ... + a)))
 REEL_FOREACH_DEF(sub, AnyType, put((s - ... - a)))
 REEL_FOREACH_DEF(mul, AnyType, put((s * ... * a)))
-REEL_FOREACH_DEF(div, AnyType, put((s / ... / a)))
+REEL_FOREACH_DEF(div, Floating, put((s / ... / a)))  // (true division: floating lists)
 REEL_FOREACH_DEF(maximum, Ordered, put(fe::maximum(s, a...)))
 REEL_FOREACH_DEF(minimum, Ordered, put(fe::minimum(s, a...)))
 REEL_FOREACH_DEF(clamp_min, Ordered, put(fe::maximum(s, a...)))
@@ -585,6 +599,11 @@ void update_ema(foreach::TensorList<T, D> ema_params, std::type_identity_t<forea
 }
 template <class T, class D>
 void update_ema(const std::vector<Tensor<T, D>>& ema_params, const std::vector<Tensor<T, D>>& model_params, double decay) {
+  update_ema(foreach::TensorList<T, D>(ema_params), model_params, decay);
+}
+template <class T, class D>
+void update_ema(std::initializer_list<Tensor<T, D>> ema_params,
+                std::type_identity_t<foreach::TensorList<T, D>> model_params, double decay) {
   update_ema(foreach::TensorList<T, D>(ema_params), model_params, decay);
 }
 

@@ -13,6 +13,9 @@
 #include <set>
 #include <tuple>
 #include <typeinfo>
+#ifdef __GNUG__
+#include <cxxabi.h>
+#endif
 #include <unordered_set>
 #include <variant>
 
@@ -169,6 +172,17 @@ template <class T, class D> struct param_elem<Tensor<T, D>*> { using type = Tens
 template <class T, class D> struct param_elem<const Tensor<T, D>*> { using type = Tensor<T, D>; };
 template <class R> using range_elem_t = typename param_elem<std::remove_cvref_t<std::ranges::range_value_t<R>>>::type;
 
+template <class R>
+std::string type_name() {
+  const char* mangled = typeid(R).name();
+#ifdef __GNUG__
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  if (status == 0 && d) return d.get();
+#endif
+  return mangled;
+}
+
 // The parameters of a range, checked for a reproducible order.
 template <class T, class D, class R>
 std::vector<Tensor<T, D>> ordered_params(const R& r, const char* fn) {
@@ -180,7 +194,7 @@ std::vector<Tensor<T, D>> ordered_params(const R& r, const char* fn) {
   static_assert(std::is_same_v<range_elem_t<R>, Tensor<T, D>>,
                 "reel::optim: parameters must be tensors of the optimizer's element type and device");
   if constexpr (!is_ordered_param_source<std::remove_cvref_t<R>>::value)
-    warn(std::string(fn) + ": parameters were given as a " + typeid(R).name() +
+    warn(std::string(fn) + ": parameters were given as a " + type_name<R>() +
              ", whose iteration order reel cannot check. Optimizer state is keyed by parameter order, so this "
              "will become an error in a future release; pass a std::vector (or specialize "
              "reel::optim::is_ordered_param_source for your container).",
@@ -692,6 +706,11 @@ double clip_grad_norm_(foreach::TensorList<T, D> params, double max_norm, double
 }
 template <class T, class D>
 double clip_grad_norm_(const std::vector<Tensor<T, D>>& params, double max_norm, double norm_type = 2,
+                       bool error_if_nonfinite = false) {
+  return clip_grad_norm_(foreach::TensorList<T, D>(params), max_norm, norm_type, error_if_nonfinite);
+}
+template <class T, class D>
+double clip_grad_norm_(std::initializer_list<Tensor<T, D>> params, double max_norm, double norm_type = 2,
                        bool error_if_nonfinite = false) {
   return clip_grad_norm_(foreach::TensorList<T, D>(params), max_norm, norm_type, error_if_nonfinite);
 }

@@ -181,6 +181,18 @@ TEST_CASE("foreach: lists mixing dtypes are grouped by dtype") {
   CHECK_THROWS_AS(foreach::add_(std::vector<AnyTensor>{tensor<int32_t>({1})}, 1.0), type_error);
 }
 
+TEST_CASE("foreach: integer lists") {
+  std::vector<Tensor<int32_t>> a{tensor<int32_t>({1, -2}), tensor<int32_t>({7})};
+  foreach::add_(a, 3.0);
+  foreach::mul_(a, std::vector<double>{2, -1});
+  CHECK(a[0].to_vector() == std::vector<int32_t>{8, 2});
+  CHECK(a[1].to_vector() == std::vector<int32_t>{-10});
+  foreach::clamp_min_(a, 0.0);
+  CHECK(a[1].item() == 0);
+  CHECK_THROWS_WITH_AS(foreach::add_(a, 0.5), doctest::Contains("not an integer"), type_error);
+  CHECK_THROWS_AS(foreach::mul(a, std::vector<double>{1, 1.5}), type_error);
+}
+
 TEST_CASE("foreach: mismatched lengths and shapes name the index") {
   std::vector<Td> a{zeros<double>({2}), zeros<double>({3})}, b{zeros<double>({2})}, c{zeros<double>({2}), zeros<double>({4})};
   CHECK_THROWS_WITH_AS(foreach::add_(a, b), doctest::Contains("has 1 tensors but self has 2"), value_error);
@@ -258,6 +270,8 @@ TEST_CASE("update_ema: ema = decay * ema + (1 - decay) * model") {
   std::vector<Td> e{zeros<double>({1})};
   update_ema(e, std::vector<Td>{p}, 0.5);
   CHECK(e[0].item() == 2.0);
+  update_ema({e[0]}, {p}, 0.5);  // braced lists
+  CHECK(e[0].item() == 3.0);
 }
 
 TEST_CASE("clip_grad_norm_: total norm, scaling, inf norm, non-finite") {
@@ -280,6 +294,8 @@ TEST_CASE("clip_grad_norm_: total norm, scaling, inf norm, non-finite") {
   a.set_grad(tensor<double>({INFINITY, 1.0}));
   CHECK_THROWS_WITH_AS(nn::utils::clip_grad_norm_(ps, 1.0, 2.0, true), doctest::Contains("non-finite"), error);
   CHECK(std::isinf(nn::utils::clip_grad_norm_(ps, 1.0)));
+  a.set_grad(tensor<double>({3.0, 4.0}));
+  CHECK(nn::utils::clip_grad_norm_({a}, 100.0) == doctest::Approx(5.0));  // a braced list
   std::vector<Td> none{zeros<double>({1})};
   CHECK(nn::utils::clip_grad_norm_(none, 1.0) == 0.0);
 }

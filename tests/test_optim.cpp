@@ -263,6 +263,7 @@ TEST_CASE("optim: a parameter source of unknown order warns (FutureWarning)") {
   REQUIRE(seen.size() == 1);
   CHECK(seen[0].category == "FutureWarning");
   CHECK(seen[0].message.find("will become an error") != std::string::npos);
+  CHECK(seen[0].message.find("Bag") != std::string::npos);
   optim::AdamW ok(ps);  // a vector: no warning
   std::deque<Td> dq(ps.begin(), ps.end());
   optim::SGD ok2(dq, optim::SGDOptions());
