@@ -622,38 +622,44 @@ class SGD : public detail::Optimizer<T, D, SGDOptions, detail::SGDState<T, D>> {
   std::vector<Tensor<T, D>> scratch_;
 };
 
-template <class T, class D = CPU>
-class Adam : public detail::Optimizer<T, D, AdamOptions, detail::AdamState<T, D>> {
-  using Base = detail::Optimizer<T, D, AdamOptions, detail::AdamState<T, D>>;
+namespace detail {
+// Adam and AdamW differ only in how weight decay is applied.
+template <class T, class D, class Options, bool Decoupled>
+class AdamImpl : public Optimizer<T, D, Options, AdamState<T, D>> {
+  using Base = Optimizer<T, D, Options, AdamState<T, D>>;
 
  public:
-  REEL_OPTIMIZER_CONSTRUCTORS(Adam, AdamOptions)
+  using Base::step;
   void step() override {
-    this->for_each_group([&](const AdamOptions& o, const auto& params, auto& grads, const auto& states) {
-      detail::adam_update(o, false, params, grads, states, scratch_, s1_, s2_);
+    this->for_each_group([&](const Options& o, const auto& params, auto& grads, const auto& states) {
+      adam_update(o, Decoupled, params, grads, states, scratch_, s1_, s2_);
     });
   }
+
+ protected:
+  AdamImpl(const char* name, Options o) : Base(name, std::move(o)) {}
 
  private:
   std::array<std::vector<Tensor<T, D>>, 3> scratch_;
   std::vector<double> s1_, s2_;
 };
+}  // namespace detail
 
 template <class T, class D = CPU>
-class AdamW : public detail::Optimizer<T, D, AdamWOptions, detail::AdamState<T, D>> {
-  using Base = detail::Optimizer<T, D, AdamWOptions, detail::AdamState<T, D>>;
+class Adam : public detail::AdamImpl<T, D, AdamOptions, false> {
+  using Base = detail::AdamImpl<T, D, AdamOptions, false>;
+
+ public:
+  REEL_OPTIMIZER_CONSTRUCTORS(Adam, AdamOptions)
+};
+
+// AdamW: decoupled weight decay (p *= 1 - lr * weight_decay before the Adam update).
+template <class T, class D = CPU>
+class AdamW : public detail::AdamImpl<T, D, AdamWOptions, true> {
+  using Base = detail::AdamImpl<T, D, AdamWOptions, true>;
 
  public:
   REEL_OPTIMIZER_CONSTRUCTORS(AdamW, AdamWOptions)
-  void step() override {
-    this->for_each_group([&](const AdamWOptions& o, const auto& params, auto& grads, const auto& states) {
-      detail::adam_update(o, true, params, grads, states, scratch_, s1_, s2_);
-    });
-  }
-
- private:
-  std::array<std::vector<Tensor<T, D>>, 3> scratch_;
-  std::vector<double> s1_, s2_;
 };
 #undef REEL_OPTIMIZER_CONSTRUCTORS
 
