@@ -318,8 +318,14 @@ class Optimizer {
         st[i] = load_state(it->second, g.params[i], sd.param_groups[gi].params[i]);
       }
     }
+    std::vector<Options> options;
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
-      groups_[gi].options.from_map(sd.param_groups[gi].options);
+      options.push_back(groups_[gi].options);
+      options.back().from_map(sd.param_groups[gi].options);
+      options.back().validate();
+    }
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      groups_[gi].options = options[gi];
       groups_[gi].state = std::move(states[gi]);
     }
   }
@@ -516,14 +522,10 @@ void adam_update(const AdamOptions& o, bool decoupled, const std::vector<Tensor<
   namespace fe = reel::foreach;
   auto [beta1, beta2] = o.betas();
   for (size_t i = 0; i < params.size(); ++i) {
-    auto& s = *states[i];
-    if (s.step == 0) {
-      s.exp_avg = zeros_like(params[i]);
-      s.exp_avg_sq = zeros_like(params[i]);
-      if (o.amsgrad()) s.max_exp_avg_sq = zeros_like(params[i]);
-    } else if (o.amsgrad() && !s.max_exp_avg_sq.defined()) {
-      s.max_exp_avg_sq = zeros_like(params[i]);
-    }
+    auto& s = *states[i];  // (buffers missing from a loaded state start at zero)
+    if (s.step == 0 || !s.exp_avg.defined()) s.exp_avg = zeros_like(params[i]);
+    if (s.step == 0 || !s.exp_avg_sq.defined()) s.exp_avg_sq = zeros_like(params[i]);
+    if (o.amsgrad() && (s.step == 0 || !s.max_exp_avg_sq.defined())) s.max_exp_avg_sq = zeros_like(params[i]);
     ++s.step;
   }
   s1.clear();

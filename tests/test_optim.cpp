@@ -209,6 +209,16 @@ TEST_CASE("optim: load_state_dict refuses a state that does not fit, and changes
   CHECK(two.param_groups()[0].options.lr() == 0.5);
   bad.param_groups.push_back({});
   CHECK_THROWS_AS(two.load_state_dict(bad), value_error);
+  auto wrong = sd;
+  wrong.param_groups[0].options["lr"] = true;  // a bool where a number belongs
+  CHECK_THROWS_AS(two.load_state_dict(wrong), type_error);
+  CHECK(two.param_groups()[0].options.lr() == 0.5);
+  auto partial = sd;
+  partial.state[0].erase("exp_avg_sq");  // a missing buffer starts at zero
+  two.load_state_dict(partial);
+  set_reference_grads(ps);
+  two.step();
+  CHECK(two.state_dict().state.at(0).at("exp_avg_sq").as<double>().numel() == 3);
   // float state loads into double parameters (converted, as PyTorch casts to the parameter's dtype)
   auto fsd = sd;
   fsd.state[0]["exp_avg"] = AnyTensor(zeros<float>({3}));
