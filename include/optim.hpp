@@ -436,7 +436,8 @@ template <class T, class D>
 bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T, D>>& params,
                 const std::vector<Tensor<T, D>>& grads, const std::vector<AdamState<T, D>*>& states,
                 const std::vector<double>& step_size, const std::vector<double>& bc2_sqrt) {
-  using reel::detail::fe::fast_ok;
+  namespace fe = reel::detail::fe;  // (the Eigen forms of the foreach bodies)
+  using fe::fast_ok;
   if constexpr (std::is_same_v<D, Meta> || is_complex_v<T>) {
     return false;
   } else {
@@ -447,13 +448,12 @@ bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T
       if (!ok) return false;
     }
     using C = compute_t<T>;
-    using Arr = Eigen::Array<C, Eigen::Dynamic, 1>;
+    using Block = Eigen::Array<C, Eigen::Dynamic, 1, 0, 1024, 1>;  // at most 1024: no heap
     auto [beta1, beta2] = o.betas();
     const C w1 = static_cast<C>(1 - beta1), b2 = static_cast<C>(beta2), w2 = static_cast<C>(1 - beta2),
             wd = static_cast<C>(o.weight_decay()), decay = static_cast<C>(1 - o.lr() * o.weight_decay()),
             eps = static_cast<C>(o.eps());
-    const bool small = std::abs(1 - beta1) < 0.5, l2 = !decoupled && o.weight_decay() != 0,
-               dec = decoupled && o.weight_decay() != 0;
+    const bool l2 = !decoupled && o.weight_decay() != 0, dec = decoupled && o.weight_decay() != 0;
     auto one = [&](size_t i) {
       const int64_t n = params[i].numel();
       T* p = params[i].mutable_data_ptr();
@@ -463,7 +463,7 @@ bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T
       T* mx = o.amsgrad() ? states[i]->max_exp_avg_sq.mutable_data_ptr() : nullptr;
       const C ss = static_cast<C>(step_size[i]), bc = static_cast<C>(bc2_sqrt[i]);
       constexpr int64_t kBlock = 1024;
-      Arr gb(kBlock), pb(kBlock), mb(kBlock), vb(kBlock), db(kBlock);
+      Block gb(kBlock), pb(kBlock), mb(kBlock), vb(kBlock), db(kBlock);  // (on the stack)
       for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
         const int64_t k = std::min(kBlock, n - b0);
         auto G = gb.head(k), P = pb.head(k), M = mb.head(k), V = vb.head(k), Dn = db.head(k);
@@ -476,13 +476,13 @@ bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T
         if (o.maximize()) G = -G;
         if (l2) G = G + P * wd;  // grads + weight_decay * params (foreach add with alpha)
         if (dec) P = P * decay;
-        M = small ? Arr(M + w1 * (G - M)) : Arr(G - (G - M) * (C(1) - w1));  // lerp_
+        fe::lerp([&](const auto& e) { M = e; }, M, G, w1);  // lerp_
         V = V * b2;
         V = V + w2 * G * G;  // addcmul_
         if (mx) {
           Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> xm(mx + b0, k);
-          Arr X = xm.template cast<C>();
-          X = (X.isNaN() || X > V).select(X, V);  // maximum_
+          Block X = xm.template cast<C>();
+          X = fe::maximum(X, V);  // maximum_
           xm = X.template cast<T>();
           Dn = X.sqrt();
         } else {

@@ -135,6 +135,21 @@ void run(const Problem<A>& P, Outputs<A>& o, const A* known_lse = nullptr) {
   }
 }
 
+// The gradients a pass computes, allocated for the inputs that want them (dW and db are
+// accumulated into, so they start at zero), with `o` pointing at them.
+template <class A, class D>
+struct Grads {
+  Tensor<A, D> dX, dW, db;
+};
+template <class A, class D>
+Grads<A, D> alloc_grads(Outputs<A>& o, bool gx, bool gw, bool gb, int64_t N, int64_t Dm, int64_t V) {
+  Grads<A, D> r;
+  if (gx) o.dX = (r.dX = empty<A, D>({N, Dm})).data_ptr();
+  if (gw) o.dW = (r.dW = zeros<A, D>({V, Dm})).data_ptr();
+  if (gb) o.db = (r.db = zeros<A, D>({V})).data_ptr();
+  return r;
+}
+
 // dloss/dlogits with reel ops (differentiable again): the dense path for higher orders.
 // Returns G [N, V] for the unreduced per-row losses.
 template <class T, class D>
@@ -219,20 +234,16 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
     const double scale = o.reduction == Reduction::Mean ? 1.0 / count : 1.0;  // (count 0: inf, its gradients are 0)
 
     auto loss_rows = empty<A, D>({N});
-    Tensor<A, D> lse, dX, dW, db;
+    Tensor<A, D> lse;
+    detail_lce::Grads<A, D> fg;  // mean / sum: the gradients, computed by the forward
     detail_lce::Outputs<A> fo;
     fo.loss = loss_rows.data_ptr();
     if (reverse && none) {
       lse = empty<A, D>({N});
       fo.lse = lse.data_ptr();
     }
-    auto want_grads = [&](detail_lce::Outputs<A>& go) {
-      if (gx) go.dX = (dX = empty<A, D>({N, Dm})).data_ptr();
-      if (gw) go.dW = (dW = zeros<A, D>({V, Dm})).data_ptr();
-      if (gb) go.db = (db = zeros<A, D>({V})).data_ptr();
-    };
     if (reverse && !none) {
-      want_grads(fo);
+      fg = detail_lce::alloc_grads<A, D>(fo, gx, gw, gb, N, Dm, V);
       fo.uniform_scale = static_cast<A>(std::isinf(scale) ? 0.0 : scale);
     }
     detail_lce::run(P, fo);
@@ -273,11 +284,13 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
       auto from_acc = [](const Tensor<A, D>& v) { return v.defined() ? v.template to<T>() : Tensor<T, D>(); };
       // the forward's gradients (mean / sum), handed to the first backward
       struct Saved {
-        Tensor<A, D> dX, dW, db;
+        detail_lce::Grads<A, D> grads;
         bool used = false;
       };
-      auto saved = std::make_shared<Saved>(Saved{dX, dW, db, false});
-      dX = dW = db = Tensor<A, D>();
+      auto saved = std::make_shared<Saved>(Saved{std::move(fg), false});
+      auto result = [=](const detail_lce::Grads<A, D>& r) -> std::vector<Tensor<T, D>> {
+        return {gx ? from_acc(r.dX).reshape(hidden.sizes()) : Tensor<T, D>(), from_acc(r.dW), from_acc(r.db)};
+      };
       Tensor<T, D> bias = o.bias;
       auto bw = [=](const Tensor<T, D>& g) -> std::vector<Tensor<T, D>> {
         if (reel::detail::grad_mode_flag()) {  // create_graph: differentiable dense backward
@@ -289,35 +302,28 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
         }
         if (!none) {
           const double gv = static_cast<double>(g.item());
-          Tensor<A, D> ox, ow, ob;
           if (!saved->used) {
             // hand over the gradients computed by the forward, scaled in place: no copy of dW
             saved->used = true;
-            ox = std::move(saved->dX);
-            ow = std::move(saved->dW);
-            ob = std::move(saved->db);
-            for (auto* v : {&ox, &ow, &ob})
+            detail_lce::Grads<A, D> r = std::move(saved->grads);
+            for (auto* v : {&r.dX, &r.dW, &r.db})
               if (v->defined() && gv != 1) v->mul_(static_cast<A>(gv));
-          } else {  // a second backward (retain_graph): compute them again
-            detail_lce::Outputs<A> ro;
-            if (gx) ro.dX = (ox = empty<A, D>({N, Dm})).data_ptr();
-            if (gw) ro.dW = (ow = zeros<A, D>({V, Dm})).data_ptr();
-            if (gb) ro.db = (ob = zeros<A, D>({V})).data_ptr();
-            ro.uniform_scale = static_cast<A>((std::isinf(scale) ? 0.0 : scale) * gv);
-            detail_lce::run(P, ro);
+            return result(r);
           }
-          return {gx ? from_acc(ox).reshape(hidden.sizes()) : Tensor<T, D>(), from_acc(ow), from_acc(ob)};
+          // a second backward (retain_graph): compute them again
+          detail_lce::Outputs<A> ro;
+          auto r = detail_lce::alloc_grads<A, D>(ro, gx, gw, gb, N, Dm, V);
+          ro.uniform_scale = static_cast<A>((std::isinf(scale) ? 0.0 : scale) * gv);
+          detail_lce::run(P, ro);
+          return result(r);
         }
         // none: recompute each chunk's logits; row n's gradient is scaled by g[n]
-        Tensor<A, D> gx2, gw2, gb2;
         auto ga = g.reshape({N}).template to<A>().contiguous();
         detail_lce::Outputs<A> bo;
         bo.scale = ga.data_ptr();
-        if (gx) bo.dX = (gx2 = empty<A, D>({N, Dm})).data_ptr();
-        if (gw) bo.dW = (gw2 = zeros<A, D>({V, Dm})).data_ptr();
-        if (gb) bo.db = (gb2 = zeros<A, D>({V})).data_ptr();
+        auto r = detail_lce::alloc_grads<A, D>(bo, gx, gw, gb, N, Dm, V);
         detail_lce::run(P, bo, lse.data_ptr());
-        return {gx ? from_acc(gx2).reshape(hidden.sizes()) : Tensor<T, D>(), from_acc(gw2), from_acc(gb2)};
+        return result(r);
       };
       // (P points into X, W, b, y, t, lse: the closures keep those tensors alive)
       auto keep = std::make_tuple(X, W, b, y, t, lse);
