@@ -20,6 +20,7 @@ template <class T, class D = CPU> Tensor<T, D> full(Shape s, T v) {
 template <class T, class D = CPU> Tensor<T, D> zeros(Shape s) { return full<T, D>(std::move(s), T(0)); }
 template <class T, class D = CPU> Tensor<T, D> ones(Shape s) { return full<T, D>(std::move(s), T(1)); }
 template <class T, class D = CPU> Tensor<T, D> eye(int64_t n, std::optional<int64_t> m = {}) {
+  if constexpr (std::is_same_v<D, CUDA>) return eye<T, CPU>(n, m).template to_device<CUDA>();
   int64_t c = m.value_or(n);
   auto t = zeros<T, D>({n, c});
   if constexpr (!std::is_same_v<D, Meta>) {
@@ -38,7 +39,7 @@ template <class T, class D = CPU>
 Tensor<T, D> from_vector(const std::vector<T>& v, Shape shape) {
   REEL_CHECK(detail::numel_of(shape) == static_cast<int64_t>(v.size()), value_error, "from_vector: shape ", shape,
              " needs ", detail::numel_of(shape), " elements but the vector has ", v.size());
-  static_assert(std::is_same_v<D, CPU> || std::is_same_v<D, Meta>, "from_vector: build on the CPU, then move with to_device");
+  if constexpr (std::is_same_v<D, CUDA>) return from_vector<T, CPU>(v, std::move(shape)).template to_device<CUDA>();
   auto t = empty<T, D>(std::move(shape));
   if constexpr (std::is_same_v<D, CPU>) std::copy(v.begin(), v.end(), t.data_ptr());
   return t;
@@ -107,14 +108,14 @@ template <class T> using range_acc_t = std::conditional_t<std::is_same_v<T, floa
 // Element i of linspace(start, end, steps): the first half counts up from start, the
 // second half down from end, so both ends are exact and no error accumulates.
 template <class A>
-A linspace_value(A start, A end, int64_t steps, int64_t i) {
+REEL_HD A linspace_value(A start, A end, int64_t steps, int64_t i) {
   if (steps == 1) return start;
   A step = (end - start) / static_cast<A>(steps - 1);
   int64_t halfway = steps / 2;
   return i < halfway ? start + step * static_cast<A>(i) : end - step * static_cast<A>(steps - 1 - i);
 }
 template <class T, class A>
-T round_range_value(A v) {
+REEL_HD T round_range_value(A v) {
   if constexpr (is_reduced_float_v<T>)
     return round_from_double<T>(static_cast<double>(v));
   else
@@ -123,7 +124,9 @@ T round_range_value(A v) {
 template <class T, class D, class F>
 Tensor<T, D> fill_by_index(int64_t n, F&& f) {
   auto t = empty<T, D>({n});
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (std::is_same_v<D, CUDA>) {
+    DeviceBackend<D>::fill_by_index(t.data_ptr(), n, f);  // f is __host__ __device__ under nvcc
+  } else if constexpr (!std::is_same_v<D, Meta>) {
     T* p = t.data_ptr();
     parallel_range(n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) p[i] = f(i);
@@ -138,7 +141,7 @@ Tensor<T, D> linspace(double start, double end, int64_t steps) {
   static_assert(!is_complex_v<T>, "reel::linspace: complex ranges are not supported");
   REEL_CHECK(steps >= 0, value_error, "linspace: number of steps must be non-negative, got ", steps);
   using A = detail::range_acc_t<T>;
-  return detail::fill_by_index<T, D>(steps, [&](int64_t i) {
+  return detail::fill_by_index<T, D>(steps, [=] REEL_HD(int64_t i) {
     return detail::round_range_value<T>(detail::linspace_value<A>(static_cast<A>(start), static_cast<A>(end), steps, i));
   });
 }
@@ -148,7 +151,7 @@ Tensor<T, D> logspace(double start, double end, int64_t steps, double base = 10.
   static_assert(!is_complex_v<T>, "reel::logspace: complex ranges are not supported");
   REEL_CHECK(steps >= 0, value_error, "logspace: number of steps must be non-negative, got ", steps);
   using A = detail::range_acc_t<T>;
-  return detail::fill_by_index<T, D>(steps, [&](int64_t i) {
+  return detail::fill_by_index<T, D>(steps, [=] REEL_HD(int64_t i) {
     A e = detail::linspace_value<A>(static_cast<A>(start), static_cast<A>(end), steps, i);
     return detail::round_range_value<T>(std::pow(static_cast<A>(base), e));
   });
@@ -179,7 +182,7 @@ Tensor<T, D> arange(S start, E end, P step = 1) {
                "arange: upper bound and larger bound inconsistent with step sign");
     __int128 span = static_cast<__int128>(e) - s;
     int64_t n = static_cast<int64_t>((span + st - (st > 0 ? 1 : -1)) / st);
-    return detail::fill_by_index<T, D>(n, [&](int64_t i) {
+    return detail::fill_by_index<T, D>(n, [=] REEL_HD(int64_t i) {
       __int128 v = static_cast<__int128>(s) + static_cast<__int128>(i) * st;
       if constexpr (is_floating_v<T>)
         return detail::round_range_value<T>(static_cast<double>(v));
@@ -189,7 +192,7 @@ Tensor<T, D> arange(S start, E end, P step = 1) {
   } else {
     double s = static_cast<double>(start), e = static_cast<double>(end), st = static_cast<double>(step);
     int64_t n = detail::arange_size(s, e, st);
-    return detail::fill_by_index<T, D>(n, [&](int64_t i) {
+    return detail::fill_by_index<T, D>(n, [=] REEL_HD(int64_t i) {
       return detail::round_range_value<T>(s + static_cast<double>(i) * st);
     });
   }
@@ -201,11 +204,14 @@ Tensor<T, D> arange(E end) {
 }
 
 // ---------------------------------------------------------------- random
+// CUDA tensors are drawn on the CPU and copied: the same seed gives the same values on
+// either device.
 // Uniform [0, 1). half and bfloat16 take their significand bits straight from the random
 // word, so no value rounds up to 1.
 template <class T, class D = CPU>
 Tensor<T, D> rand(Shape shape, Generator& gen = default_generator()) {
   static_assert(is_floating_v<T> || is_complex_v<T>, "reel::rand: needs a floating point element type");
+  if constexpr (std::is_same_v<D, CUDA>) return rand<T, CPU>(std::move(shape), gen).template to_device<CUDA>();
   auto t = empty<T, D>(std::move(shape));
   if constexpr (!std::is_same_v<D, Meta>) {
     int64_t n = t.numel();
@@ -235,6 +241,7 @@ Tensor<T, D> rand(Shape shape, Generator& gen = default_generator()) {
 template <class T, class D = CPU>
 Tensor<T, D> randn(Shape shape, Generator& gen = default_generator()) {
   static_assert(is_floating_v<T> || is_complex_v<T>, "reel::randn: needs a floating point element type");
+  if constexpr (std::is_same_v<D, CUDA>) return randn<T, CPU>(std::move(shape), gen).template to_device<CUDA>();
   auto t = empty<T, D>(std::move(shape));
   if constexpr (!std::is_same_v<D, Meta>) {
     int64_t n = t.numel();
@@ -259,6 +266,7 @@ Tensor<T, D> randn(Shape shape, Generator& gen = default_generator()) {
 template <class T, class D = CPU>
 Tensor<T, D> randint(int64_t low, int64_t high, Shape shape, Generator& gen = default_generator()) {
   REEL_CHECK(low < high, value_error, "randint: expects 'low' < 'high', got low=", low, ", high=", high);
+  if constexpr (std::is_same_v<D, CUDA>) return randint<T, CPU>(low, high, std::move(shape), gen).template to_device<CUDA>();
   auto t = empty<T, D>(std::move(shape));
   if constexpr (!std::is_same_v<D, Meta>) {
     int64_t n = t.numel();

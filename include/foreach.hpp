@@ -68,6 +68,11 @@ class ScalarList {
 
 }  // namespace foreach
 
+// The CUDA multi-tensor kernels (specialized in detail/cuda/multi_tensor.cuh, <cuda.hpp>).
+namespace detail {
+template <class D> struct DeviceForeach;
+}
+
 namespace detail::fe {
 using foreach::ScalarList;
 using foreach::TensorList;
@@ -189,7 +194,6 @@ void check_arg(const char* fn, int pos, const TensorList<T, D>& self, const A& a
 // Runs Def over the lists: out[i] = Def(self[i], args[i]...). InPlace writes into self.
 template <class Def, bool InPlace, class T, class D, class... A>
 auto run(TensorList<T, D> self, const A&... args) {
-  static_assert(!std::is_same_v<D, CUDA>, "reel::foreach: CUDA tensors need <cuda.hpp>");
   static_assert(!is_fp8_v<T>, "reel::foreach: float8 tensors are storage types; convert with .to<float>() first");
   Def::template check_type<T>();
   int pos = 2;
@@ -200,7 +204,6 @@ auto run(TensorList<T, D> self, const A&... args) {
     if constexpr (!InPlace)
       for (const auto& s : self) outs.push_back(empty_like(s));
   } else {
-    using C = compute_t<T>;
     // General path for tensor i: reel expressions (records autograd, handles strides).
     auto general = [&](size_t i) {
       const Tensor<T, D>& s = self[i];
@@ -215,19 +218,6 @@ auto run(TensorList<T, D> self, const A&... args) {
       };
       Def::apply(put, s, args.reel(i)...);
     };
-    // Fast path for tensor i: one vectorized pass over Eigen maps, no allocation.
-    auto fast = [&](size_t i, T* dst) {
-      int64_t n = self[i].numel();
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> o(dst, n);
-      auto put = [&](const auto& e) {
-        if constexpr (std::is_same_v<C, T>)
-          o = e;
-        else
-          o = e.template cast<T>();
-      };
-      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> s0(self[i].data_ptr(), n);
-      Def::apply(put, s0.template cast<C>(), args.eigen(i)...);
-    };
     auto is_fast = [&](size_t i) {
       bool ok = fast_ok(self[i].impl(), InPlace);
       [[maybe_unused]] auto arg_ok = [&](const auto& a) {
@@ -236,37 +226,71 @@ auto run(TensorList<T, D> self, const A&... args) {
       (arg_ok(args), ...);
       return ok;
     };
-    // Pass 1 (serial: may throw): the general path, and the outputs of the fast one.
-    int64_t fast_elems = 0;
-    bool all_fast = true;
-    for (size_t i = 0; i < self.size(); ++i) {
-      if constexpr (!InPlace) outs.push_back(Tensor<T, D>());
-      if (is_fast(i)) {
-        if constexpr (!InPlace) outs[i] = empty_like(self[i]);
-        fast_elems += self[i].numel();
-      } else {
-        all_fast = false;
-        general(i);
+    if constexpr (std::is_same_v<D, CUDA>) {
+      // CUDA: the tensors the fast path could take go through the multi-tensor kernel, a few
+      // launches for the whole list; the others through the general path (kernels per tensor).
+      constexpr bool kernel = DeviceForeach<D>::template supports<Def, T>;
+      std::vector<size_t> mt;
+      for (size_t i = 0; i < self.size(); ++i) {
+        if constexpr (!InPlace) outs.push_back(Tensor<T, D>());
+        if (kernel && is_fast(i)) {
+          if constexpr (!InPlace) outs[i] = empty_like(self[i]);
+          mt.push_back(i);
+        } else {
+          general(i);
+        }
       }
+      if constexpr (kernel)
+        if (!mt.empty()) DeviceForeach<D>::template run<Def, InPlace>(mt, self, outs, args...);
+      if constexpr (InPlace)
+        for (size_t i : mt) self[i].bump_version();
+    } else {
+      // Fast path for tensor i: one vectorized pass over Eigen maps, no allocation.
+      using C = compute_t<T>;
+      auto fast = [&](size_t i, T* dst) {
+        int64_t n = self[i].numel();
+        Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> o(dst, n);
+        auto put = [&](const auto& e) {
+          if constexpr (std::is_same_v<C, T>)
+            o = e;
+          else
+            o = e.template cast<T>();
+        };
+        Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> s0(self[i].data_ptr(), n);
+        Def::apply(put, s0.template cast<C>(), args.eigen(i)...);
+      };
+      // Pass 1 (serial: may throw): the general path, and the outputs of the fast one.
+      int64_t fast_elems = 0;
+      bool all_fast = true;
+      for (size_t i = 0; i < self.size(); ++i) {
+        if constexpr (!InPlace) outs.push_back(Tensor<T, D>());
+        if (is_fast(i)) {
+          if constexpr (!InPlace) outs[i] = empty_like(self[i]);
+          fast_elems += self[i].numel();
+        } else {
+          all_fast = false;
+          general(i);
+        }
+      }
+      // Pass 2: the fast tensors, split between threads when there is enough work.
+      auto body = [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          if (!all_fast && !is_fast(i)) continue;
+          if constexpr (InPlace)
+            fast(i, self[i].mutable_data_ptr());
+          else
+            fast(i, outs[i].mutable_data_ptr());
+        }
+      };
+      int64_t n = static_cast<int64_t>(self.size());
+      if (fast_elems >= (int64_t(1) << 16) && n > 1)
+        parallel_range(n, body, 1);
+      else
+        body(0, n);
+      if constexpr (InPlace)
+        for (size_t i = 0; i < self.size(); ++i)
+          if (all_fast || is_fast(i)) self[i].bump_version();
     }
-    // Pass 2: the fast tensors, split between threads when there is enough work.
-    auto body = [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        if (!all_fast && !is_fast(i)) continue;
-        if constexpr (InPlace)
-          fast(i, self[i].mutable_data_ptr());
-        else
-          fast(i, outs[i].mutable_data_ptr());
-      }
-    };
-    int64_t n = static_cast<int64_t>(self.size());
-    if (fast_elems >= (int64_t(1) << 16) && n > 1)
-      parallel_range(n, body, 1);
-    else
-      body(0, n);
-    if constexpr (InPlace)
-      for (size_t i = 0; i < self.size(); ++i)
-        if (all_fast || is_fast(i)) self[i].bump_version();
   }
   if constexpr (!InPlace) return outs;
 }
@@ -501,10 +525,31 @@ struct Lerp {
 };
 
 // zero_(self): fills with zeros (NaNs too, which a multiplication by 0 would keep)
+template <class D, class T> constexpr bool zero_kernel() {
+  if constexpr (std::is_same_v<D, CUDA>)
+    return DeviceForeach<D>::template supports_zero<T>;
+  else
+    return false;
+}
 struct Zero {
   template <List L> void operator()(const L& self) const {
     using T = list_value_t<L>;
-    for (const auto& t : list_t<L>(self)) assign_expr(t, Scalar<T>(T(0)));
+    using D = typename list_traits<L>::device_type;
+    if constexpr (zero_kernel<D, T>()) {
+      // contiguous tensors autograd has no stake in: the multi-tensor kernel
+      auto l = list_t<L>(self);
+      std::vector<size_t> mt;
+      for (size_t i = 0; i < l.size(); ++i) {
+        if (fast_ok(l[i].impl(), true))
+          mt.push_back(i);
+        else
+          assign_expr(l[i], Scalar<T>(T(0)));
+      }
+      if (!mt.empty()) DeviceForeach<D>::zero(mt, l);
+      for (size_t i : mt) l[i].bump_version();
+    } else {
+      for (const auto& t : list_t<L>(self)) assign_expr(t, Scalar<T>(T(0)));
+    }
   }
   template <class T, class D> void operator()(std::initializer_list<Tensor<T, D>> self) const {
     (*this)(TensorList<T, D>(self));
@@ -527,24 +572,28 @@ struct Copy {
 template <class T, class D>
 Tensor<real_t<T>, D> norm_one(const Tensor<T, D>& t, double p) {
   using R = real_t<T>;
-  if (std::is_same_v<D, Meta> || !fast_ok(t.impl(), false)) return reel::norm(t, p);
-  using A = std::conditional_t<std::is_same_v<real_t<compute_t<T>>, float>, double, real_t<compute_t<T>>>;
-  auto a = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(t.data_ptr(), t.numel()).template cast<compute_t<T>>().abs().template cast<A>();
-  A r;
-  if (t.numel() == 0)
-    r = 0;
-  else if (std::isinf(p))
-    r = p > 0 ? (a.isNaN().any() ? std::numeric_limits<A>::quiet_NaN() : a.maxCoeff())
-              : (a.isNaN().any() ? std::numeric_limits<A>::quiet_NaN() : a.minCoeff());
-  else if (p == 2)
-    r = std::sqrt(a.square().sum());
-  else if (p == 1)
-    r = a.sum();
-  else if (p == 0)
-    r = (a != A(0)).template cast<A>().sum();
-  else
-    r = std::pow(a.pow(A(p)).sum(), A(1 / p));
-  return full<R, D>({}, static_cast<R>(r));
+  if constexpr (!std::is_same_v<D, CPU>) {
+    return reel::norm(t, p);  // (the pass below reads host memory)
+  } else {
+    if (!fast_ok(t.impl(), false)) return reel::norm(t, p);
+    using A = std::conditional_t<std::is_same_v<real_t<compute_t<T>>, float>, double, real_t<compute_t<T>>>;
+    auto a = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(t.data_ptr(), t.numel()).template cast<compute_t<T>>().abs().template cast<A>();
+    A r;
+    if (t.numel() == 0)
+      r = 0;
+    else if (std::isinf(p))
+      r = p > 0 ? (a.isNaN().any() ? std::numeric_limits<A>::quiet_NaN() : a.maxCoeff())
+                : (a.isNaN().any() ? std::numeric_limits<A>::quiet_NaN() : a.minCoeff());
+    else if (p == 2)
+      r = std::sqrt(a.square().sum());
+    else if (p == 1)
+      r = a.sum();
+    else if (p == 0)
+      r = (a != A(0)).template cast<A>().sum();
+    else
+      r = std::pow(a.pow(A(p)).sum(), A(1 / p));
+    return full<R, D>({}, static_cast<R>(r));
+  }
 }
 struct Norm {
   template <List L> auto operator()(const L& self, double p = 2) const {

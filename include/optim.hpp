@@ -21,6 +21,11 @@
 
 #include "foreach.hpp"
 
+// The fused CUDA optimizer steps (specialized in detail/cuda/multi_tensor.cuh, <cuda.hpp>).
+namespace reel::detail {
+template <class D> struct DeviceOptim;
+}
+
 namespace reel::optim {
 
 // Declares a container type's iteration order stable (specialize for your own containers).
@@ -438,7 +443,7 @@ bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T
                 const std::vector<double>& step_size, const std::vector<double>& bc2_sqrt) {
   namespace fe = reel::detail::fe;  // (the Eigen forms of the foreach bodies)
   using fe::fast_ok;
-  if constexpr (std::is_same_v<D, Meta> || is_complex_v<T>) {
+  if constexpr (!std::is_same_v<D, CPU> || is_complex_v<T>) {  // (CUDA: DeviceOptim<CUDA>::adam)
     return false;
   } else {
     for (size_t i = 0; i < params.size(); ++i) {
@@ -536,7 +541,12 @@ void adam_update(const AdamOptions& o, bool decoupled, const std::vector<Tensor<
     s1.push_back(-(o.lr() / bc1));
     s2.push_back(std::sqrt(bc2));
   }
-  if (adam_fused(o, decoupled, params, grads, states, s1, s2)) return;
+  if constexpr (std::is_same_v<D, CUDA>) {
+    // one multi-tensor kernel for the whole group (contiguous tensors autograd has no stake in)
+    if (reel::detail::DeviceOptim<D>::adam(o, decoupled, params, grads, states, s1, s2)) return;
+  } else if (adam_fused(o, decoupled, params, grads, states, s1, s2)) {
+    return;
+  }
   if (o.maximize()) grads = fe::neg(grads);
   if (o.weight_decay() != 0) {
     if (decoupled)
@@ -589,6 +599,8 @@ class SGD : public detail::Optimizer<T, D, SGDOptions, detail::SGDState<T, D>> {
   void step() override {
     namespace fe = reel::foreach;
     this->for_each_group([&](const SGDOptions& o, const auto& params, auto& grads, const auto& states) {
+      if constexpr (std::is_same_v<D, CUDA>)  // one multi-tensor kernel (contiguous tensors)
+        if (reel::detail::DeviceOptim<D>::sgd(o, params, grads, states)) return;
       if (o.maximize()) grads = fe::neg(grads);
       if (o.weight_decay() != 0) grads = fe::add(grads, params, o.weight_decay());
       if (o.momentum() != 0) {

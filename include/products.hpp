@@ -7,6 +7,10 @@
 namespace reel {
 
 namespace detail {
+// CUDA tensors multiply through cuBLASLt: DeviceGemm<CUDA> (detail/cuda/blaslt.hpp, from
+// <cuda.hpp>) is the only definition, so CPU translation units never see CUDA code.
+template <class D> struct DeviceGemm;
+
 // Operands need unit inner stride (others are copied first).
 template <class T, class D>
 Tensor<T, D> unit_inner(const Tensor<T, D>& t) {
@@ -17,7 +21,6 @@ template <class T, class D>
 void check_matmul_types() {
   static_assert(!std::is_same_v<T, bool>, "reel::matmul: not implemented for bool tensors");
   static_assert(!is_fp8_v<T>, "reel::matmul: float8 tensors multiply through scaled_mm");
-  static_assert(!std::is_same_v<D, CUDA>, "reel::matmul: CUDA matmul needs <cuda.hpp>");
 }
 
 // C[m, n] (+)= op(A) op(B), C row-major; op(A) = A[m, k] row-major, or A stored as [k, m]
@@ -60,7 +63,9 @@ template <class T, class D>
 Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
   int64_t B = a0.size(0), n = a0.size(1), k = a0.size(2), m = b0.size(2);
   auto out = empty<T, D>({B, n, m});
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (std::is_same_v<D, CUDA>) {
+    DeviceGemm<D>::bmm(a0, b0, out);  // (fp16 / bf16 accumulate in fp32 inside cuBLASLt)
+  } else if constexpr (!std::is_same_v<D, Meta>) {
     if (out.numel() == 0) return out;
     using C = compute_t<T>;  // reduced floats multiply in float
     auto a = unit_inner(a0.template to<C>()), b = unit_inner(b0.template to<C>());

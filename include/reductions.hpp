@@ -51,12 +51,25 @@ inline ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, cons
   return p;
 }
 
+// What a reduction computes, for devices that cannot run the host function `f` (CUDA runs
+// its own kernel per kind; None: not available there).
+enum class RunKind { None, Sum, Mean, Prod, Max, Min };
+
 // Applies `f(const T* run, int64_t len) -> R` to every reduced run of x.
-template <class R, class T, class D, class F>
+template <class R, RunKind K = RunKind::None, class T, class D, class F>
 Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const char* fn, F&& f) {
   auto p = plan_reduce(x.sizes(), std::move(dims), keepdim, fn);
   auto out = empty<R, D>(p.out);
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (std::is_same_v<D, CUDA>) {
+    if constexpr (K == RunKind::None) {
+      raise<not_implemented_error>(fn, ": not implemented for CUDA tensors yet (move the tensor with to_device<CPU>())");
+    } else {
+      auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
+      if (p.inner == 0 && (K == RunKind::Max || K == RunKind::Min) && p.outer > 0)
+        raise<index_error>(fn, ": cannot reduce over a zero-size dimension");
+      DeviceBackend<D>::template reduce_runs<K>(xp.data_ptr(), out.data_ptr(), p.outer, p.inner);
+    }
+  } else if constexpr (!std::is_same_v<D, Meta>) {
     auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
     const T* src = xp.data_ptr();
     R* dst = out.data_ptr();
@@ -170,7 +183,7 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> sum(const X& xe, 
   using T = detail::value_t<X>;
   using R = detail::sum_t<T>;
   using D = detail::device_t<X>;
-  auto out = detail::reduce_runs<R>(x.detach(), dims, keepdim, "sum",
+  auto out = detail::reduce_runs<R, detail::RunKind::Sum>(x.detach(), dims, keepdim, "sum",
                                     [](const T* p, int64_t n) { return detail::sum_run<R>(p, n); });
   if constexpr (std::is_same_v<R, T>)
     if (x.impl().autograd)
@@ -193,7 +206,7 @@ Tensor<detail::value_t<X>, detail::device_t<X>> mean(const X& xe, Shape dims = {
                 "reel::mean: could not infer output dtype; the input must be a floating point or complex tensor");
   using D = detail::device_t<X>;
   auto x = detail::materialize(xe);
-  auto out = detail::reduce_runs<T>(x.detach(), dims, keepdim, "mean", [](const T* p, int64_t n) {
+  auto out = detail::reduce_runs<T, detail::RunKind::Mean>(x.detach(), dims, keepdim, "mean", [](const T* p, int64_t n) {
     using C = compute_t<T>;
     if (n == 0) return convert<T>(C(std::numeric_limits<real_t<C>>::quiet_NaN()));
     return convert<T>(detail::sum_run<C>(p, n) / static_cast<real_t<C>>(n));
@@ -219,7 +232,7 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> prod(const X& xe,
   using T = detail::value_t<X>;
   using R = detail::sum_t<T>;
   using D = detail::device_t<X>;
-  auto out = detail::reduce_runs<R>(x.detach(), dims, keepdim, "prod", [](const T* p, int64_t n) {
+  auto out = detail::reduce_runs<R, detail::RunKind::Prod>(x.detach(), dims, keepdim, "prod", [](const T* p, int64_t n) {
     compute_t<R> acc(1);
     for (int64_t i = 0; i < n; ++i) acc *= convert<compute_t<R>>(p[i]);
     return convert<R>(acc);
@@ -283,7 +296,7 @@ namespace detail {
 template <bool Max, class T, class D>
 Tensor<T, D> extreme(const Tensor<T, D>& x, const Shape& dims, bool keepdim) {
   const char* fn = Max ? "amax" : "amin";
-  auto out = reduce_runs<T>(x.detach(), dims, keepdim, fn,
+  auto out = reduce_runs<T, Max ? RunKind::Max : RunKind::Min>(x.detach(), dims, keepdim, fn,
                             [fn](const T* p, int64_t n) { return extreme_run<Max>(p, n, fn); });
   if constexpr (autograd_type_v<T, D>) {
     if (!x.impl().autograd) return out;

@@ -30,6 +30,9 @@ namespace detail {
 template <class T, class D, class E> void assign_expr(const Tensor<T, D>& out, const E& e);
 template <class E> auto materialize(const E& e);
 template <class T, class D> Tensor<T, D> make_tensor(Shape sizes);
+// Device code behind the core (allocation, kernels, copies), specialized for CUDA by
+// <cuda.hpp>; CPU-only translation units never instantiate it.
+template <class D> struct DeviceBackend;
 // What a view did, so autograd can map gradients and tangents through it.
 struct ViewSpec {
   enum Kind : uint8_t { Select, Slice, Reshape, Permute, Expand } kind;
@@ -113,7 +116,10 @@ class Tensor {
     REEL_CHECK(numel() == 1, value_error, "item: a Tensor with ", numel(),
                " elements cannot be converted to a scalar");
     check_data("item");
-    return *data_ptr();
+    if constexpr (std::is_same_v<D, CUDA>)
+      return to_vector()[0];
+    else
+      return *data_ptr();
   }
   std::vector<T> to_vector() const;
 
@@ -254,7 +260,11 @@ Tensor<T, D> make_tensor(Shape sizes) {
   int64_t n = numel_of(sizes);
   p->strides = contiguous_strides(sizes);
   p->sizes = std::move(sizes);
-  p->storage = make_storage(static_cast<size_t>(checked_mul(n, sizeof(T), "nbytes")), device_type_v<D>);
+  const auto nbytes = static_cast<size_t>(checked_mul(n, sizeof(T), "nbytes"));
+  if constexpr (std::is_same_v<D, CUDA>)
+    p->storage = DeviceBackend<D>::make_storage(nbytes);
+  else
+    p->storage = make_storage(nbytes, device_type_v<D>);
   p->dtype = scalar_type_v<T>;
   p->device = device_type_v<D>;
   return Tensor<T, D>(std::move(p));

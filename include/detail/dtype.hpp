@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "../errors.hpp"
+#include "hd.hpp"
 #include "numeric/float8.hpp"
 
 namespace reel {
@@ -188,7 +189,7 @@ template <class S> inline constexpr bool is_cpp_scalar_v =
 // Element conversion used everywhere (casts, copies). Handles complex -> real by taking the
 // real part (PyTorch does the same with a warning), and reduced floats through float.
 template <class To, class From>
-inline To convert(const From& v) {
+REEL_HD inline To convert(const From& v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (is_complex_v<From> && !is_complex_v<To>) {

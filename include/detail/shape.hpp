@@ -27,6 +27,7 @@ class Shape {
   Shape(const std::vector<int64_t>& v) { assign(v.data(), v.data() + v.size()); }
   Shape(std::span<const int64_t> s) { assign(s.data(), s.data() + s.size()); }
   template <class It>
+    requires(!std::is_integral_v<It>)  // Shape(3, 1) is (count, fill)
   Shape(It first, It last) {
     for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
   }

@@ -20,6 +20,12 @@
 // which does hold [N, V]: the fused kernel is for first-order training.
 #include "loss.hpp"
 
+namespace reel::detail {
+// CUDA tensors run the fused op of detail/cuda/lce.cuh (from <cuda.hpp>): its
+// DeviceLce<CUDA> is the only definition, so CPU translation units never see CUDA code.
+template <class D> struct DeviceLce;
+}  // namespace reel::detail
+
 namespace reel::nn::functional {
 
 template <class T = float, class D = CPU>
@@ -166,7 +172,6 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
                 "reel::linear_cross_entropy: the target holds class indices (an integer tensor) or probabilities "
                 "(a tensor of the hidden states' dtype)");
   static_assert(!std::is_same_v<U, bool>, "reel::linear_cross_entropy: class-index targets must be integers, not bool");
-  static_assert(!std::is_same_v<D, CUDA>, "reel::linear_cross_entropy: CUDA tensors need <cuda.hpp>");
   constexpr bool hard = std::is_integral_v<U>;
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const char* fn = "linear_cross_entropy";
@@ -194,6 +199,8 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
   Tensor<T, D> out = o.reduction == Reduction::None ? empty<T, D>(lead) : empty<T, D>({});
   if constexpr (std::is_same_v<D, Meta>) {
     return out;
+  } else if constexpr (std::is_same_v<D, CUDA>) {
+    return reel::detail::DeviceLce<D>::run(std::move(out), hidden, weight, target, o);
   } else {
     // Inputs in the accumulation type, contiguous (no copies for contiguous float / double).
     auto X = hidden.detach().reshape({N, Dm}).template to<A>().contiguous();

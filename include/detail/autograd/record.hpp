@@ -879,7 +879,8 @@ template <class T, class D>
 Tensor<T, D>& Tensor<T, D>::requires_grad_(bool on) {
   if (on)
     REEL_CHECK((detail::autograd_type_v<T, D>), type_error, "requires_grad_: only floating point and complex CPU ",
-               "tensors can require gradients, got ", scalar_type_of<T>::name);
+               "tensors can require gradients, got ", scalar_type_of<T>::name, " on ", D::name,
+               std::is_same_v<D, CUDA> ? " (autograd on CUDA tensors is not implemented yet)" : "");
   auto& m = detail::ensure_meta(impl());
   REEL_CHECK(on || !m.grad_fn, error, "requires_grad_: you can only change requires_grad flags of leaf tensors");
   m.requires_grad = on;

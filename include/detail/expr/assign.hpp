@@ -28,7 +28,7 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
   } else if constexpr (std::is_same_v<std::decay_t<E>, Scalar<T>>) {
     check_inplace(out, false);
     if constexpr (!std::is_same_v<D, Meta>) {
-      if (out.is_contiguous()) {
+      if (out.is_contiguous() && !std::is_same_v<D, CUDA>) {
         std::fill(out.mutable_data_ptr(), out.mutable_data_ptr() + out.numel(), e.value);
       } else {
         eval_into(out, make_expr(SecondOp{}, out, e));
@@ -61,8 +61,12 @@ namespace reel {
 template <class T, class D>
 std::vector<T> Tensor<T, D>::to_vector() const {
   check_data("to_vector");
-  auto c = contiguous();
-  return std::vector<T>(c.data_ptr(), c.data_ptr() + c.numel());
+  if constexpr (std::is_same_v<D, CUDA>) {
+    return to_device<CPU>().to_vector();
+  } else {
+    auto c = contiguous();
+    return std::vector<T>(c.data_ptr(), c.data_ptr() + c.numel());
+  }
 }
 template <class T, class D>
 Tensor<T, D> Tensor<T, D>::clone() const {
@@ -86,10 +90,13 @@ Tensor<T, D2> Tensor<T, D>::to_device() const {
     return *this;
   } else if constexpr (std::is_same_v<D2, Meta>) {
     return detail::make_tensor<T, Meta>(sizes());
+  } else if constexpr (!std::is_same_v<D, Meta>) {
+    // CPU <-> CUDA (a contiguous copy; the source is made contiguous on its own device first)
+    using Dev = std::conditional_t<std::is_same_v<D, CPU>, D2, D>;  // CUDA (dependent, so <cuda.hpp> may come later)
+    return detail::DeviceBackend<Dev>::template copy_between<T, D2>(contiguous());
   } else {
     static_assert(std::is_same_v<D2, Meta>,
-                  "reel: to_device: meta tensors have no data to copy, and CPU <-> CUDA copies need the CUDA "
-                  "backend (<cuda.hpp>, compiled by nvcc)");
+                  "reel: to_device: meta tensors have no data to copy");
     return {};
   }
 }

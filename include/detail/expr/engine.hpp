@@ -263,26 +263,38 @@ template <int I, class T>
 auto eval_eigen(const Scalar<T>& s, const RowCtx&, int64_t n) {
   return Eigen::Array<compute_t<T>, Eigen::Dynamic, 1>::Constant(n, convert<compute_t<T>>(s.value));
 }
+// (A detection idiom rather than a requires-expression: nvcc's front end mis-evaluates the
+// latter with a pack of parameters.)
 template <class Op, class C, class... X>
-concept HasVec = requires(const Op& o, const X&... x) { o.template vec<C>(cast_eigen<C>(x)...); };
+auto has_vec_test(int) -> decltype(std::declval<const Op&>().template vec<C>(cast_eigen<C>(std::declval<const X&>())...),
+                                   std::true_type{});
+template <class Op, class C, class... X> std::false_type has_vec_test(...);
+template <class Op, class C, class... X>
+inline constexpr bool HasVec = decltype(has_vec_test<Op, C, X...>(0))::value;
+
+template <class C, class Op, class P, class Q>
+auto eigen_apply2(const Op& o, const P& p, const Q& q) {
+  return cast_eigen<C>(p).binaryExpr(cast_eigen<C>(q), [o](const C& a, const C& b) { return o.template apply<C>(a, b); });
+}
+// An op over Eigen row expressions: its vector form where it has one, else its scalar form
+// mapped over the row.
+template <class C, class Op, class... X>
+auto eigen_apply(const Op& o, const X&... x) {
+  if constexpr (HasVec<Op, C, X...>) {
+    return o.template vec<C>(cast_eigen<C>(x)...);
+  } else if constexpr (sizeof...(X) == 1) {
+    return cast_eigen<C>(x...).unaryExpr([o](const C& v) { return o.template apply<C>(v); });
+  } else {
+    return eigen_apply2<C>(o, x...);
+  }
+}
 
 template <int I, class Op, class... A>
   requires eigen_able<Expr<Op, A...>>::value
 auto eval_eigen(const Expr<Op, A...>& e, const RowCtx& c, int64_t n) {
   using C = typename Expr<Op, A...>::compute_type;
   return [&]<size_t... K>(std::index_sequence<K...>) {
-    using Args = std::tuple<decltype(eval_eigen<I + leaf_offset<K, A...>()>(std::get<K>(e.args), c, n))...>;
-    if constexpr (HasVec<Op, C, std::tuple_element_t<K, Args>...>) {
-      return e.op.template vec<C>(cast_eigen<C>(eval_eigen<I + leaf_offset<K, A...>()>(std::get<K>(e.args), c, n))...);
-    } else if constexpr (sizeof...(A) == 1) {
-      Op o = e.op;
-      return cast_eigen<C>(eval_eigen<I>(std::get<0>(e.args), c, n)).unaryExpr([o](const C& x) { return o.template apply<C>(x); });
-    } else {
-      Op o = e.op;
-      return cast_eigen<C>(eval_eigen<I>(std::get<0>(e.args), c, n))
-          .binaryExpr(cast_eigen<C>(eval_eigen<I + leaf_offset<1, A...>()>(std::get<1>(e.args), c, n)),
-                      [o](const C& p, const C& q) { return o.template apply<C>(p, q); });
-    }
+    return eigen_apply<C>(e.op, eval_eigen<I + leaf_offset<K, A...>()>(std::get<K>(e.args), c, n)...);
   }(std::index_sequence_for<A...>{});
 }
 
@@ -372,39 +384,61 @@ inline void coalesce(Shape& sizes, int nops, int64_t* st, int64_t& nd) {
   sizes.resize(nd);
 }
 
-// Calls row(ctx, cnt, unit) for every row of the broadcast iteration space of `ops`
-// (operand 0 is the output, whose sizes define the space).
-using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, bool unit);
-inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
+// The iteration space of `ops` (operand 0 is the output, whose sizes define the space):
+// every operand's strides broadcast to it, then coalesced. Shared by the CPU row walker
+// and the CUDA kernels' offset calculators.
+struct IterPlan {
+  Shape sizes;  // coalesced sizes (at least one dim)
+  int64_t nd = 1, numel = 0;
+  int nops = 0;
+  int64_t st[kMaxOperands * kMaxDims];  // operand k's stride along dim d: st[k * kMaxDims + d]
+  int64_t stride(int k, int64_t d) const { return st[k * kMaxDims + d]; }
+};
+inline void plan_iteration(const Operands& ops, IterPlan& p) {
   const Shape& osz = *ops.sizes[0];
   int64_t nd = osz.size();
   REEL_CHECK(nd <= kMaxDims, not_implemented_error, "elementwise ops support up to ", kMaxDims, " dimensions, got ", nd);
-  int64_t n = numel_of(osz);
-  if (n == 0) return;
-  if (n == 1) {  // one element (scalars, losses, scalar graphs): nothing to plan
-    int64_t off[kMaxOperands] = {}, inner[kMaxOperands] = {};
-    row_fn(self, RowCtx{ops.base, off, inner}, 1, true);
-    return;
-  }
-  const int nops = ops.n;
-  int64_t st[kMaxOperands * kMaxDims];
-  Shape sizes = osz;
-  for (int k = 0; k < nops; ++k) {
+  p.numel = numel_of(osz);
+  p.nops = ops.n;
+  p.sizes = osz;
+  for (int k = 0; k < ops.n; ++k) {
     const Shape& sz = *ops.sizes[k];
     const Shape& sr = *ops.strides[k];
     int64_t off = nd - sz.size();
     for (int64_t d = 0; d < nd; ++d) {
       int64_t j = d - off;
-      st[k * kMaxDims + d] = j < 0 || sz[j] == 1 ? 0 : sr[j];
+      p.st[k * kMaxDims + d] = j < 0 || sz[j] == 1 ? 0 : sr[j];
     }
   }
   if (nd == 0) {
     nd = 1;
-    sizes = Shape{1};
-    for (int k = 0; k < nops; ++k) st[k * kMaxDims] = 1;
+    p.sizes = Shape{1};
+    for (int k = 0; k < ops.n; ++k) p.st[k * kMaxDims] = 1;
   } else {
-    coalesce(sizes, nops, st, nd);
+    coalesce(p.sizes, ops.n, p.st, nd);
   }
+  p.nd = nd;
+}
+
+// Calls row(ctx, cnt, unit) for every row of the broadcast iteration space of `ops`
+// (operand 0 is the output, whose sizes define the space).
+using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, bool unit);
+inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
+  int64_t n = numel_of(*ops.sizes[0]);
+  if (n == 0) return;
+  if (n == 1) {  // one element (scalars, losses, scalar graphs): nothing to plan
+    REEL_CHECK(int64_t(ops.sizes[0]->size()) <= kMaxDims, not_implemented_error, "elementwise ops support up to ",
+               kMaxDims, " dimensions, got ", ops.sizes[0]->size());
+    int64_t off[kMaxOperands] = {}, inner[kMaxOperands] = {};
+    row_fn(self, RowCtx{ops.base, off, inner}, 1, true);
+    return;
+  }
+  IterPlan plan;
+  plan_iteration(ops, plan);
+  const int nops = ops.n;
+  const int64_t nd = plan.nd;
+  const Shape& sizes = plan.sizes;
+  const int64_t* st = plan.st;
   const int64_t len = sizes[nd - 1];
   int64_t inner[kMaxOperands];
   bool unit = true;
@@ -445,6 +479,10 @@ template <class R, class D, class E>
 void eval_into(const Tensor<R, D>& out, const E& e) {
   if constexpr (std::is_same_v<D, Meta>) {
     return;  // shapes only
+  } else if constexpr (std::is_same_v<D, CUDA>) {
+    static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
+    if (out.numel() == 0) return;
+    DeviceBackend<D>::eval_into(out, e);  // one kernel (<cuda.hpp>)
   } else {
     static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
     if (out.numel() == 0) return;

@@ -20,7 +20,7 @@ namespace reel {
 namespace detail {
 template <class C> inline constexpr bool vec_float_v = std::is_floating_point_v<C>;
 template <class C> inline constexpr bool vec_float_or_complex_v = std::is_floating_point_v<C> || is_complex_v<C>;
-template <class C> bool is_nan(const C& x) {
+template <class C> REEL_HD bool is_nan(const C& x) {
   if constexpr (is_complex_v<C>)
     return std::isnan(x.real()) || std::isnan(x.imag());
   else if constexpr (std::is_floating_point_v<C>)
@@ -31,15 +31,15 @@ template <class C> bool is_nan(const C& x) {
 // Signed integer arithmetic wraps modulo 2^n, as in PyTorch; done in unsigned arithmetic
 // because signed overflow is undefined behaviour in C++.
 template <class C> inline constexpr bool wraps_v = std::is_integral_v<C> && std::is_signed_v<C> && !std::is_same_v<C, bool>;
-template <class C> C wrap_add(C a, C b) {
+template <class C> REEL_HD C wrap_add(C a, C b) {
   using U = std::make_unsigned_t<C>;
   return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
 }
-template <class C> C wrap_sub(C a, C b) {
+template <class C> REEL_HD C wrap_sub(C a, C b) {
   using U = std::make_unsigned_t<C>;
   return static_cast<C>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
 }
-template <class C> C wrap_mul(C a, C b) {
+template <class C> REEL_HD C wrap_mul(C a, C b) {
   using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
   return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
 }
@@ -55,7 +55,7 @@ template <class C> inline constexpr bool vec_arith_v = !wraps_v<C>;
 
 // ================================================================== arithmetic
 struct AddOp : SameTypeRule {
-  template <class C> C apply(C a, C b) const {
+  template <class C> REEL_HD C apply(C a, C b) const {
     if constexpr (detail::wraps_v<C>)
       return detail::wrap_add(a, b);
     else
@@ -68,7 +68,7 @@ struct AddOp : SameTypeRule {
   template <class O, class A, class B> auto d1(const O&, const A&, const B&) const { return 1; }
 };
 struct SubOp : SameTypeRule {
-  template <class C> C apply(C a, C b) const {
+  template <class C> REEL_HD C apply(C a, C b) const {
     if constexpr (detail::wraps_v<C>)
       return detail::wrap_sub(a, b);
     else
@@ -81,7 +81,7 @@ struct SubOp : SameTypeRule {
   template <class O, class A, class B> auto d1(const O&, const A&, const B&) const { return -1; }
 };
 struct MulOp : SameTypeRule {
-  template <class C> C apply(C a, C b) const {
+  template <class C> REEL_HD C apply(C a, C b) const {
     if constexpr (std::is_same_v<C, bool>)
       return a && b;
     else if constexpr (detail::wraps_v<C>)
@@ -96,13 +96,13 @@ struct MulOp : SameTypeRule {
   template <class O, class A, class B> auto d1(const O&, const A& a, const B&) const { return a; }
 };
 struct DivOp : FloatRule {  // true division, as torch.div
-  template <class C> C apply(C a, C b) const { return a / b; }
+  template <class C> REEL_HD C apply(C a, C b) const { return a / b; }
   template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a / b; }
   template <class O, class A, class B> auto d0(const O&, const A&, const B& b) const { return reciprocal(b); }
   template <class O, class A, class B> auto d1(const O& out, const A&, const B& b) const { return -out / b; }
 };
 struct NegOp : SameTypeRule {
-  template <class C> C apply(C a) const {
+  template <class C> REEL_HD C apply(C a) const {
     if constexpr (detail::wraps_v<C>)
       return detail::wrap_sub(C(0), a);
     else
@@ -114,7 +114,7 @@ struct NegOp : SameTypeRule {
   template <class O, class A> auto d0(const O&, const A&) const { return -1; }
 };
 struct PowOp : SameTypeRule {
-  template <class C> C apply(C a, C b) const {
+  template <class C> REEL_HD C apply(C a, C b) const {
     if constexpr (std::is_integral_v<C>) {
       if constexpr (std::is_signed_v<C>) {
         if (b < 0) return a == 1 ? C(1) : a == -1 ? ((b & 1) ? C(-1) : C(1)) : C(0);
@@ -143,7 +143,7 @@ struct PowOp : SameTypeRule {
 // ================================================================== float-valued unary
 #define REEL_FLOAT_UNARY(NAME, STRUCT, SCALAR, VEC, DERIV)                                        \
   struct STRUCT : FloatRule {                                                                     \
-    template <class C> C apply(C x) const { return SCALAR; }                                      \
+    template <class C> REEL_HD C apply(C x) const { return SCALAR; }                                      \
     template <class C, class A>                                                                   \
       requires detail::vec_float_or_complex_v<C>                                                  \
     auto vec(const A& a) const { return VEC; }                                                    \
@@ -168,7 +168,7 @@ REEL_FLOAT_UNARY(reciprocal, ReciprocalOp, C(1) / x, a.inverse(), -square(out))
 
 // ================================================================== same-type unary
 struct SquareOp : SameTypeRule {
-  template <class C> C apply(C x) const {
+  template <class C> REEL_HD C apply(C x) const {
     if constexpr (detail::wraps_v<C>)
       return detail::wrap_mul(x, x);
     else
@@ -181,7 +181,7 @@ struct SquareOp : SameTypeRule {
 };
 struct ReluOp : SameTypeRule {
   static constexpr bool requires_order = true;
-  template <class C> C apply(C x) const {
+  template <class C> REEL_HD C apply(C x) const {
     REEL_REQUIRE_ORDERED(C, "relu");
     return x > C(0) ? x : (detail::is_nan(x) ? x : C(0));
   }
@@ -189,7 +189,7 @@ struct ReluOp : SameTypeRule {
 };
 struct AbsOp : ToRealRule {
   static constexpr bool holomorphic = false;
-  template <class C> auto apply(C x) const {
+  template <class C> REEL_HD auto apply(C x) const {
     if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>)
       return x;
     else if constexpr (detail::wraps_v<C>)
@@ -212,7 +212,7 @@ struct AbsOp : ToRealRule {
 // sign for real numbers; sgn(z) = z / |z| (0 at 0) extends it to complex numbers.
 struct SignOp : SameTypeRule {
   static constexpr bool differentiable = false;
-  template <class C> C apply(C x) const {
+  template <class C> REEL_HD C apply(C x) const {
     if constexpr (is_complex_v<C>) {
       auto m = std::abs(x);
       return m == 0 ? C(0) : x / m;
@@ -228,7 +228,7 @@ struct SignOp : SameTypeRule {
   struct STRUCT : SameTypeRule {                                                                   \
     static constexpr bool differentiable = false;                                                  \
     static constexpr bool requires_order = true;                                                   \
-    template <class C> C apply(C x) const {                                                        \
+    template <class C> REEL_HD C apply(C x) const {                                                        \
       REEL_REQUIRE_ORDERED(C, NAME);                                                               \
       if constexpr (std::is_floating_point_v<C>)                                                   \
         return FN(x);                                                                              \
@@ -248,14 +248,14 @@ REEL_ROUNDING(RoundOp, "round", std::nearbyint, a.rint())  // half to even, as t
 // ================================================================== complex parts
 struct RealOp : ToRealRule {
   static constexpr bool holomorphic = false;
-  template <class C> auto apply(C x) const { return std::real(x); }
+  template <class C> REEL_HD auto apply(C x) const { return std::real(x); }
   template <class O, class X> auto d0(const O&, const X&) const { return 1; }
   template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X&) const { return g; }
   template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X&) const { return real(t); }
 };
 struct ImagOp : ToRealRule {
   static constexpr bool holomorphic = false;
-  template <class C> auto apply(C x) const {
+  template <class C> REEL_HD auto apply(C x) const {
     static_assert(is_complex_v<C>, "reel::imag: imag is not implemented for tensors with non-complex dtypes");
     return std::imag(x);
   }
@@ -267,7 +267,7 @@ struct ImagOp : ToRealRule {
 };
 struct ConjOp : SameTypeRule {
   static constexpr bool holomorphic = false;
-  template <class C> C apply(C x) const {
+  template <class C> REEL_HD C apply(C x) const {
     if constexpr (is_complex_v<C>)
       return std::conj(x);
     else
@@ -281,7 +281,7 @@ struct AngleOp {
   static constexpr bool holomorphic = false;
   template <class A> using result = to_float_t<real_t<A>>;
   template <class A> using compute = compute_t<std::conditional_t<is_complex_v<A>, A, to_float_t<A>>>;
-  template <class C> auto apply(C x) const {
+  template <class C> REEL_HD auto apply(C x) const {
     if constexpr (is_complex_v<C>) {
       return std::arg(x);
     } else {
@@ -305,7 +305,7 @@ struct AngleOp {
 template <bool Max, bool IgnoreNan>
 struct ExtremumOp : SameTypeRule {
   static constexpr bool requires_order = true;
-  template <class C> C apply(C a, C b) const {
+  template <class C> REEL_HD C apply(C a, C b) const {
     if (detail::is_nan(a)) return IgnoreNan ? b : a;
     if (detail::is_nan(b)) return IgnoreNan ? a : b;
     return (Max ? a < b : b < a) ? b : a;
@@ -415,7 +415,7 @@ struct ClampOp : SameTypeRule {
     if (has_lo) lo = static_cast<C0>(l.template saturate<S>(true, fn));
     if (has_hi) hi = static_cast<C0>(h.template saturate<S>(false, fn));
   }
-  template <class C> C apply(C x) const {
+  template <class C> REEL_HD C apply(C x) const {
     if (detail::is_nan(x)) return x;
     if (has_lo && !(x >= C(lo))) x = C(lo);  // a NaN bound yields NaN
     if (has_hi && !(x <= C(hi))) x = C(hi);
@@ -430,7 +430,7 @@ struct ClampOp : SameTypeRule {
 
 // ================================================================== selection and cleanup
 struct WhereOp : SameTypeRule {
-  template <class C> C apply(C c, C a, C b) const { return c != C(0) ? a : b; }
+  template <class C> REEL_HD C apply(C c, C a, C b) const { return c != C(0) ? a : b; }
   template <class O, class Cd, class A, class B> auto d0(const O&, const Cd&, const A&, const B&) const { return 0; }
   template <class O, class Cd, class A, class B> auto d1(const O&, const Cd& c, const A&, const B&) const {
     return cast<detail::value_t<O>>(c);
@@ -441,13 +441,13 @@ struct WhereOp : SameTypeRule {
 };
 // Returns its second operand; used to write a scalar into a strided destination.
 struct SecondOp : SameTypeRule {
-  template <class C> C apply(C, C b) const { return b; }
+  template <class C> REEL_HD C apply(C, C b) const { return b; }
 };
 template <class U>
 struct CastOp {
   template <class A> using result = U;
   template <class A> using compute = compute_t<A>;
-  template <class C> auto apply(C x) const { return convert<compute_t<U>>(x); }
+  template <class C> REEL_HD auto apply(C x) const { return convert<compute_t<U>>(x); }
   template <class C, class A>
     requires(!is_fp8_v<U> && !is_complex_v<C>)
   auto vec(const A& a) const { return a.template cast<compute_t<U>>(); }
@@ -460,7 +460,7 @@ struct SaturatingCastOp {
   static_assert(is_fp8_v<U>, "reel::saturating_cast: the target must be a float8 type");
   template <class A> using result = U;
   template <class A> using compute = compute_t<A>;
-  template <class C> auto apply(C x) const {
+  template <class C> REEL_HD auto apply(C x) const {
     double v = static_cast<double>(real_t<C>(std::real(x)));
     if constexpr (std::is_same_v<U, float8_e4m3fn>)
       return to_float8_e4m3fn(v, true);
@@ -473,7 +473,7 @@ template <class T>
 struct NanToNumOp : SameTypeRule {
   using R = real_t<compute_t<T>>;
   R nan, posinf, neginf;
-  template <class C> C apply(C x) const {
+  template <class C> REEL_HD C apply(C x) const {
     if constexpr (is_complex_v<C>) {
       return C(fix(x.real()), fix(x.imag()));
     } else if constexpr (std::is_floating_point_v<C>) {
@@ -495,7 +495,7 @@ struct NanToNumOp : SameTypeRule {
   struct STRUCT : PredicateRule {                                                                  \
     static constexpr bool differentiable = false;                                                  \
     static constexpr bool requires_order = ORDERED;                                                \
-    template <class C> bool apply(C a, C b) const {                                                \
+    template <class C> REEL_HD bool apply(C a, C b) const {                                                \
       if constexpr (ORDERED) REEL_REQUIRE_ORDERED(C, NAME);                                        \
       return a OPR b;                                                                              \
     }                                                                                              \
@@ -513,23 +513,23 @@ REEL_COMPARE(GeOp, "ge", >=, true)
 
 struct LogicalAndOp : PredicateRule {
   static constexpr bool differentiable = false;
-  template <class C> bool apply(C a, C b) const { return a != C(0) && b != C(0); }
+  template <class C> REEL_HD bool apply(C a, C b) const { return a != C(0) && b != C(0); }
 };
 struct LogicalOrOp : PredicateRule {
   static constexpr bool differentiable = false;
-  template <class C> bool apply(C a, C b) const { return a != C(0) || b != C(0); }
+  template <class C> REEL_HD bool apply(C a, C b) const { return a != C(0) || b != C(0); }
 };
 struct LogicalNotOp : PredicateRule {
   static constexpr bool differentiable = false;
-  template <class C> bool apply(C a) const { return a == C(0); }
+  template <class C> REEL_HD bool apply(C a) const { return a == C(0); }
 };
 struct IsNanOp : PredicateRule {
   static constexpr bool differentiable = false;
-  template <class C> bool apply(C x) const { return detail::is_nan(x); }
+  template <class C> REEL_HD bool apply(C x) const { return detail::is_nan(x); }
 };
 struct IsInfOp : PredicateRule {
   static constexpr bool differentiable = false;
-  template <class C> bool apply(C x) const {
+  template <class C> REEL_HD bool apply(C x) const {
     if constexpr (is_complex_v<C>)
       return std::isinf(x.real()) || std::isinf(x.imag());
     else if constexpr (std::is_floating_point_v<C>)
@@ -540,7 +540,7 @@ struct IsInfOp : PredicateRule {
 };
 struct IsFiniteOp : PredicateRule {
   static constexpr bool differentiable = false;
-  template <class C> bool apply(C x) const {
+  template <class C> REEL_HD bool apply(C x) const {
     if constexpr (is_complex_v<C>)
       return std::isfinite(x.real()) && std::isfinite(x.imag());
     else if constexpr (std::is_floating_point_v<C>)

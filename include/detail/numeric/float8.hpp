@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include <Eigen/Core>
+#include "../hd.hpp"
 
 namespace reel {
 
@@ -144,11 +145,11 @@ constexpr std::uint16_t round_to_bfloat16_bits(double v) noexcept {
 }
 
 // Eigen's half(double)/bfloat16(double) go through float and so round twice.
-inline half round_to_half(double v) noexcept {
+REEL_HD inline half round_to_half(double v) noexcept {
   return Eigen::numext::bit_cast<Eigen::half>(round_to_half_bits(v));
 }
 
-inline bfloat16 round_to_bfloat16(double v) noexcept {
+REEL_HD inline bfloat16 round_to_bfloat16(double v) noexcept {
   return Eigen::numext::bit_cast<Eigen::bfloat16>(round_to_bfloat16_bits(v));
 }
 
@@ -250,7 +251,7 @@ namespace detail {
 
 // Conversion from double that rounds exactly once for every reel scalar.
 template <class T>
-inline T round_from_double(double v) {
+REEL_HD inline T round_from_double(double v) {
   if constexpr (std::is_same_v<T, half>) {
     return round_to_half(v);
   } else if constexpr (std::is_same_v<T, bfloat16>) {

@@ -1,0 +1,269 @@
+#pragma once
+// The CUDA side of the core: DeviceBackend<CUDA> gives the engine its allocation, copies,
+// elementwise kernels, index-filled factories and reductions.
+//
+// Elementwise: the typed expression tree is turned into a tree of plain device structs
+// (leaf pointers, scalars, and the very op objects of ops.hpp, whose `apply` bodies are
+// __host__ __device__), and one kernel evaluates it per output element, so `a * b + c` is one
+// pass over memory, as on the CPU. Broadcasting and strides come from the engine's own plan
+// (broadcast strides, contiguous dims merged); each element's operand offsets come from an
+// offset calculator with 64-bit arithmetic (no int32 index anywhere).
+#include <thrust/execution_policy.h>
+#include <thrust/transform_reduce.h>
+
+#include "../launch_plan.hpp"
+#include "runtime.hpp"
+
+namespace reel {
+namespace detail::cuda {
+
+static_assert(sizeof(int64_t) == 8);
+
+// ------------------------------------------------------------------ device expression trees
+template <class T, int I>
+struct DLeaf {
+  const T* p;
+  REEL_HD auto eval(const int64_t* off) const { return convert<compute_t<T>>(p[off[I]]); }
+};
+template <class T>
+struct DScalar {
+  T v;
+  REEL_HD auto eval(const int64_t*) const { return convert<compute_t<T>>(v); }
+};
+template <class Op, class C, class... A> struct DNode;
+template <class Op, class C, class A0>
+struct DNode<Op, C, A0> {
+  Op op;
+  A0 a0;
+  REEL_HD auto eval(const int64_t* off) const { return op.template apply<C>(convert<C>(a0.eval(off))); }
+};
+template <class Op, class C, class A0, class A1>
+struct DNode<Op, C, A0, A1> {
+  Op op;
+  A0 a0;
+  A1 a1;
+  REEL_HD auto eval(const int64_t* off) const {
+    return op.template apply<C>(convert<C>(a0.eval(off)), convert<C>(a1.eval(off)));
+  }
+};
+template <class Op, class C, class A0, class A1, class A2>
+struct DNode<Op, C, A0, A1, A2> {
+  Op op;
+  A0 a0;
+  A1 a1;
+  A2 a2;
+  REEL_HD auto eval(const int64_t* off) const {
+    return op.template apply<C>(convert<C>(a0.eval(off)), convert<C>(a1.eval(off)), convert<C>(a2.eval(off)));
+  }
+};
+
+// Leaf I (operand I of the kernel; operand 0 is the output) of the host tree.
+template <int I, class T>
+DLeaf<T, I> device_tree(const Tensor<T, CUDA>& t) {
+  return {t.data_ptr()};
+}
+template <int I, class T>
+DScalar<T> device_tree(const Scalar<T>& s) {
+  return {s.value};
+}
+template <int I, class Op, class... A>
+auto device_tree(const Expr<Op, A...>& e) {
+  static_assert(sizeof...(A) >= 1 && sizeof...(A) <= 3, "reel: CUDA kernels take ops of 1 to 3 operands");
+  using C = typename Expr<Op, A...>::compute_type;
+  static_assert(!is_complex_v<C>, "reel: complex elementwise ops are not implemented for CUDA tensors yet");
+  return [&]<size_t... K>(std::index_sequence<K...>) {
+    return DNode<Op, C, decltype(device_tree<I + leaf_offset<K, A...>()>(std::get<K>(e.args)))...>{
+        e.op, device_tree<I + leaf_offset<K, A...>()>(std::get<K>(e.args))...};
+  }(std::index_sequence_for<A...>{});
+}
+
+// Grid-stride loop index, 64-bit from the start (blockIdx.x * blockDim.x in 32 bits wraps
+// for tensors of more than 2^32 elements).
+#define REEL_CUDA_GRID_STRIDE(i, n)                                                          \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);  \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <class R, class Tree, int NOps>
+__global__ void __launch_bounds__(256) elementwise_kernel(R* out, Tree tree, OffsetCalc<NOps> calc, int64_t n) {
+  REEL_CUDA_GRID_STRIDE(i, n) {
+    int64_t off[NOps];
+    if (calc.nd == 1) {
+#pragma unroll
+      for (int k = 0; k < NOps; ++k) off[k] = i * calc.strides[0][k];
+    } else {
+      calc.get(i, off);
+    }
+    out[off[0]] = convert<R>(tree.eval(off));
+  }
+}
+
+template <class T, class F>
+__global__ void __launch_bounds__(256) index_fill_kernel(T* p, int64_t n, F f) {
+  REEL_CUDA_GRID_STRIDE(i, n) { p[i] = f(i); }
+}
+
+// ------------------------------------------------------------------ reductions
+template <RunKind K, class T, class R>
+struct RunOp {
+  using Acc = compute_t<std::conditional_t<K == RunKind::Max || K == RunKind::Min || K == RunKind::Mean, T, R>>;
+  REEL_HD static Acc init() {
+    if constexpr (K == RunKind::Prod)
+      return Acc(1);
+    else
+      return Acc(0);  // Max/Min start from the run's first element (see first())
+  }
+  REEL_HD static Acc combine(Acc a, Acc b) {
+    if constexpr (K == RunKind::Sum || K == RunKind::Mean) {
+      return a + b;
+    } else if constexpr (K == RunKind::Prod) {
+      return a * b;
+    } else {
+      if (a != a) return a;  // NaN propagates
+      if (b != b) return b;
+      if constexpr (K == RunKind::Max)
+        return b > a ? b : a;
+      else
+        return b < a ? b : a;
+    }
+  }
+  REEL_HD static R finish(Acc a, int64_t n) {
+    if constexpr (K == RunKind::Mean)
+      return convert<R>(a / static_cast<Acc>(n));
+    else
+      return convert<R>(a);
+  }
+  static constexpr bool needs_first = K == RunKind::Max || K == RunKind::Min;
+};
+
+// Reduces one value per thread of the block into thread 0 (blockDim.x a power of two <= 256).
+template <class Op, class Acc>
+__device__ Acc block_reduce(Acc a) {
+  __shared__ alignas(16) unsigned char raw[256 * sizeof(Acc)];
+  Acc* sh = reinterpret_cast<Acc*>(raw);
+  sh[threadIdx.x] = a;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] = Op::combine(sh[threadIdx.x], sh[threadIdx.x + s]);
+    __syncthreads();
+  }
+  Acc r = sh[0];
+  __syncthreads();  // (sh is reused by the next row)
+  return r;
+}
+
+// One block per run (rows of a [outer, inner] contiguous array).
+template <RunKind K, class T, class R>
+__global__ void __launch_bounds__(256) reduce_rows_kernel(const T* src, R* dst, int64_t outer, int64_t inner) {
+  using Op = RunOp<K, T, R>;
+  using Acc = typename Op::Acc;
+  for (int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
+    const T* p = src + row * inner;
+    Acc a = Op::needs_first ? convert<Acc>(p[0]) : Op::init();
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) a = Op::combine(a, convert<Acc>(p[j]));
+    a = block_reduce<Op>(a);
+    if (threadIdx.x == 0) dst[row] = Op::finish(a, inner);
+  }
+}
+// One thread per run, for short runs.
+template <RunKind K, class T, class R>
+__global__ void __launch_bounds__(256) reduce_short_kernel(const T* src, R* dst, int64_t outer, int64_t inner) {
+  using Op = RunOp<K, T, R>;
+  using Acc = typename Op::Acc;
+  REEL_CUDA_GRID_STRIDE(row, outer) {
+    const T* p = src + row * inner;
+    Acc a = Op::needs_first && inner > 0 ? convert<Acc>(p[0]) : Op::init();
+    for (int64_t j = 0; j < inner; ++j) a = Op::combine(a, convert<Acc>(p[j]));
+    dst[row] = Op::finish(a, inner);
+  }
+}
+template <RunKind K, class T, class R>
+struct ToAcc {
+  REEL_HD typename RunOp<K, T, R>::Acc operator()(const T& x) const { return convert<typename RunOp<K, T, R>::Acc>(x); }
+};
+template <RunKind K, class T, class R>
+struct Combine {
+  using Acc = typename RunOp<K, T, R>::Acc;
+  REEL_HD Acc operator()(Acc a, Acc b) const { return RunOp<K, T, R>::combine(a, b); }
+};
+
+}  // namespace detail::cuda
+
+// ------------------------------------------------------------------ the engine's CUDA backend
+namespace detail {
+template <>
+struct DeviceBackend<CUDA> {
+  static std::shared_ptr<Storage> make_storage(size_t nbytes) { return cuda::make_device_storage(nbytes); }
+
+  template <class R, class E>
+  static void eval_into(const Tensor<R, CUDA>& out, const E& e) {
+    constexpr int NOps = 1 + leaf_count_v<E>;
+    Operands ops;
+    ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
+    collect_leaves(e, ops);
+    IterPlan plan;
+    plan_iteration(ops, plan);
+    auto calc = make_offset_calc<NOps>(plan);
+    auto tree = cuda::device_tree<1>(e);
+    const Launch1D l = launch_1d(plan.numel);
+    if (l.blocks == 0) return;
+    cuda::elementwise_kernel<R, decltype(tree), NOps>
+        <<<static_cast<unsigned>(l.blocks), l.threads, 0, cuda::current_stream()>>>(out.mutable_data_ptr(), tree, calc, plan.numel);
+    REEL_CUDA_CHECK_LAUNCH("elementwise_kernel");
+  }
+
+  // p[i] = f(i) for i < n (f is a __host__ __device__ function object).
+  template <class T, class F>
+  static void fill_by_index(T* p, int64_t n, const F& f) {
+    const Launch1D l = launch_1d(n);
+    if (l.blocks == 0) return;
+    cuda::index_fill_kernel<<<static_cast<unsigned>(l.blocks), l.threads, 0, cuda::current_stream()>>>(p, n, f);
+    REEL_CUDA_CHECK_LAUNCH("index_fill_kernel");
+  }
+
+  // dst[r] = reduction of src[r * inner, (r + 1) * inner) for r < outer (src contiguous).
+  template <RunKind K, class T, class R>
+  static void reduce_runs(const T* src, R* dst, int64_t outer, int64_t inner) {
+    if (outer == 0) return;
+    cudaStream_t s = cuda::current_stream();
+    using Op = cuda::RunOp<K, T, R>;
+    using Acc = typename Op::Acc;
+    if (outer == 1 && inner >= (int64_t(1) << 16)) {
+      // one long run: Thrust's device-wide reduction (all SMs), then the result back
+      Acc init = Op::needs_first ? Acc(0) : Op::init();
+      if constexpr (Op::needs_first) {
+        T first;
+        cuda::copy_bytes(&first, src, sizeof(T), cudaMemcpyDeviceToHost);
+        init = convert<Acc>(first);
+      }
+      Acc a = thrust::transform_reduce(thrust::cuda::par.on(s), src, src + inner, cuda::ToAcc<K, T, R>{}, init,
+                                       cuda::Combine<K, T, R>{});
+      R r = Op::finish(a, inner);
+      cuda::copy_bytes(dst, &r, sizeof(R), cudaMemcpyHostToDevice);
+      REEL_CUDA_CHECK(cudaStreamSynchronize(s));  // (r lives on this stack frame)
+      return;
+    }
+    if (inner < 64) {
+      const Launch1D l = launch_1d(outer, 256, 1);
+      cuda::reduce_short_kernel<K, T, R><<<static_cast<unsigned>(l.blocks), l.threads, 0, s>>>(src, dst, outer, inner);
+      REEL_CUDA_CHECK_LAUNCH("reduce_short_kernel");
+    } else {
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(outer, kMaxBlocks));
+      cuda::reduce_rows_kernel<K, T, R><<<blocks, 256, 0, s>>>(src, dst, outer, inner);
+      REEL_CUDA_CHECK_LAUNCH("reduce_rows_kernel");
+    }
+  }
+
+  // A contiguous copy of a contiguous tensor on the other device (CPU <-> CUDA).
+  template <class T, class D2, class D>
+  static Tensor<T, D2> copy_between(const Tensor<T, D>& src) {
+    static_assert((std::is_same_v<D, CPU> && std::is_same_v<D2, CUDA>) || (std::is_same_v<D, CUDA> && std::is_same_v<D2, CPU>),
+                  "reel: to_device copies between the CPU and CUDA");
+    auto out = make_tensor<T, D2>(src.sizes());
+    const size_t n = static_cast<size_t>(src.numel()) * sizeof(T);
+    cuda::copy_bytes(out.mutable_data_ptr(), src.data_ptr(), n,
+                     std::is_same_v<D2, CUDA> ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+    return out;
+  }
+};
+}  // namespace detail
+}  // namespace reel

@@ -1,0 +1,31 @@
+#pragma once
+// Every CUDA runtime and cuBLASLt call goes through one of these: a failure becomes a
+// reel::error naming the call, the status's name and its description.
+#include <cuda_runtime.h>
+
+#include "../../errors.hpp"
+
+namespace reel::detail::cuda {
+
+[[noreturn, gnu::cold]] inline void raise_cuda(const char* call, cudaError_t st, const char* file, int line) {
+  raise<error>("CUDA call `", call, "` failed with ", cudaGetErrorName(st), " (", static_cast<int>(st),
+               "): ", cudaGetErrorString(st), " [", file, ":", line, "]");
+}
+
+}  // namespace reel::detail::cuda
+
+#define REEL_CUDA_CHECK(call)                                                                   \
+  do {                                                                                          \
+    cudaError_t reel_cuda_status_ = (call);                                                     \
+    if (reel_cuda_status_ != cudaSuccess)                                                       \
+      ::reel::detail::cuda::raise_cuda(#call, reel_cuda_status_, __FILE__, __LINE__);           \
+  } while (0)
+
+// After a kernel launch: launch-configuration errors surface here (cudaGetLastError also
+// clears them, so the next check does not report a stale failure).
+#define REEL_CUDA_CHECK_LAUNCH(kernel_name)                                                     \
+  do {                                                                                          \
+    cudaError_t reel_cuda_status_ = cudaGetLastError();                                         \
+    if (reel_cuda_status_ != cudaSuccess)                                                       \
+      ::reel::detail::cuda::raise_cuda("launch of " kernel_name, reel_cuda_status_, __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,191 @@
+// Core CUDA backend vs the CPU: memory, copies, elementwise kernels (broadcast, strided,
+// empty, large), reductions, factories (incl. 2^32 + 2^20 elements), errors.
+#include "common.cuh"
+
+using namespace rt;
+
+TEST_CASE("cuda: round trip copies keep every value, incl. strided sources") {
+  REQUIRE_GPU();
+  auto a = host_randn({37, 53});
+  auto d = dev(a);
+  CHECK(d.sizes() == a.sizes());
+  CHECK(rel_err(host(d), a, 0, 0) <= 1.0);
+  auto t = dev(a).transpose(0, 1);  // non-contiguous on the device
+  CHECK(rel_err(host(t), a.transpose(0, 1).contiguous(), 0, 0) <= 1.0);
+  auto e = dev(empty<float>({0, 4}));
+  CHECK(host(e).numel() == 0);
+  CHECK(dev(scalar_tensor<double>(2.5)).item() == 2.5);
+}
+
+TEST_CASE("cuda: caching allocator reuses freed blocks and counts bytes") {
+  REQUIRE_GPU();
+  gpu::synchronize();
+  int64_t before = gpu::memory_allocated();
+  const void* p1;
+  {
+    auto t = empty<float, CUDA>({1 << 20});
+    p1 = t.data_ptr();
+    CHECK(gpu::memory_allocated() - before >= int64_t(4) << 20);
+  }
+  CHECK(gpu::memory_allocated() == before);
+  auto allocs = gpu::memory_stats().backend_allocs;
+  auto t2 = empty<float, CUDA>({1 << 20});
+  CHECK(t2.data_ptr() == p1);  // same block from the free list
+  CHECK(gpu::memory_stats().backend_allocs == allocs);
+  gpu::reset_peak_memory_stats();
+  CHECK(gpu::max_memory_allocated() == gpu::memory_allocated());
+}
+
+TEST_CASE("cuda: a user stream through StreamGuard") {
+  REQUIRE_GPU();
+  gpu::Stream s;
+  auto a = host_randn({1000});
+  Tensor<float, CPU> r;
+  {
+    gpu::StreamGuard g(s);
+    CHECK(gpu::current_stream() == s.get());
+    auto d = dev(a);
+    Tensor<float, CUDA> y = d * d + 1.0f;
+    r = host(y);
+  }
+  CHECK(gpu::current_stream() == nullptr);
+  CHECK_CLOSE_T(r, Tensor<float>(a * a + 1.0f), 1e-6, 1e-6);
+}
+
+TEST_CASE("cuda: elementwise expressions match the CPU") {
+  REQUIRE_GPU();
+  auto a = host_randn({64, 33}), b = host_randn({64, 33}), c = host_randn({33});
+  auto da = dev(a), db = dev(b), dc = dev(c);
+  SUBCASE("fused a * b + c with broadcasting") {
+    Tensor<float, CUDA> y = da * db + dc;
+    CHECK_CLOSE_T(host(y), Tensor<float>(a * b + c), 1e-6, 1e-6);
+  }
+  SUBCASE("unary math") {
+    Tensor<float, CUDA> y = exp(da) * sin(db) + tanh(dc) - sqrt(abs(da));
+    CHECK_CLOSE_T(host(y), Tensor<float>(exp(a) * sin(b) + tanh(c) - sqrt(abs(a))), 1e-5, 1e-5);
+  }
+  SUBCASE("non-contiguous operands and output") {
+    auto out = full<float, CUDA>({33, 64}, NAN);
+    out.copy_(da.transpose(0, 1) * 2.0f + db.transpose(0, 1).slice(1, 0, 64));
+    CHECK_CLOSE_T(host(out), Tensor<float>(a.transpose(0, 1) * 2.0f + b.transpose(0, 1)), 1e-6, 1e-6);
+    auto half_rows = full<float, CUDA>({32, 33}, NAN);
+    half_rows.copy_(da.slice(0, 0, 64, 2) - dc);
+    CHECK_CLOSE_T(host(half_rows), Tensor<float>(a.slice(0, 0, 64, 2) - c), 1e-6, 1e-6);
+  }
+  SUBCASE("comparisons, where, casts, integer wrap-around") {
+    Tensor<bool, CUDA> m = da > db;
+    CHECK(host(m).to_vector() == Tensor<bool>(a > b).to_vector());
+    Tensor<float, CUDA> w = where(da > db, da, db);
+    CHECK_CLOSE_T(host(w), Tensor<float>(where(a > b, a, b)), 0, 0);
+    auto i = arange<int32_t>(-5, 5);
+    Tensor<int32_t, CUDA> wrap = dev(i) * 2147483647;
+    CHECK(host(wrap).to_vector() == Tensor<int32_t>(i * 2147483647).to_vector());
+    auto h = dev(a).to<reel::half>();
+    CHECK_CLOSE_T(host(h).to<float>(), a.to<reel::half>().to<float>(), 0, 0);
+  }
+  SUBCASE("empty and 0-d") {
+    auto e = dev(empty<float>({0, 33}));
+    Tensor<float, CUDA> y = e * 2.0f + dc;
+    CHECK(y.sizes() == Shape{0, 33});
+    Tensor<float, CUDA> s = dev(scalar_tensor<float>(3.0f)) * 2.0f;
+    CHECK(s.item() == 6.0f);
+  }
+  SUBCASE("in place") {
+    auto x = dev(a);
+    x.mul_(2.0f).add_(db, 0.5f);
+    CHECK_CLOSE_T(host(x), Tensor<float>(a * 2.0f + b * 0.5f), 1e-6, 1e-6);
+  }
+}
+
+TEST_CASE("cuda: large elementwise (more blocks than the grid, several passes per thread)") {
+  REQUIRE_GPU();
+  const int64_t n = (int64_t(1) << 27) + 12345;
+  auto a = dev(host_randn({n})), b = dev(host_randn({n}));
+  auto out = full<float, CUDA>({n}, NAN);
+  out.copy_(a * b + 1.0f);
+  auto h = host(out).to_vector();
+  auto ha = host(a).to_vector(), hb = host(b).to_vector();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += h[i] != ha[i] * hb[i] + 1.0f;
+  CHECK(bad == 0);
+}
+
+TEST_CASE("cuda: reductions match the CPU") {
+  REQUIRE_GPU();
+  auto a = host_randn({17, 300, 5});
+  auto d = dev(a);
+  CHECK_CLOSE_T(host(sum(d)), sum(a), 1e-4, 1e-5);
+  CHECK_CLOSE_T(host(sum(d, {1})), sum(a, {1}), 1e-4, 1e-5);
+  CHECK_CLOSE_T(host(sum(d, {0, 2}, true)), sum(a, {0, 2}, true), 1e-4, 1e-5);
+  CHECK_CLOSE_T(host(mean(d, {2})), mean(a, {2}), 1e-5, 1e-5);
+  CHECK_CLOSE_T(host(amax(d, {1})), amax(a, {1}), 0, 0);
+  CHECK_CLOSE_T(host(amin(d)), amin(a), 0, 0);
+  auto small = host_randn({6, 7}) * 0.5f + 1.0f;
+  CHECK_CLOSE_T(host(prod(dev(Tensor<float>(small)), {1})), prod(Tensor<float>(small), {1}), 1e-5, 1e-5);
+  auto big = host_randn({(int64_t(1) << 22) + 7});  // one long run (Thrust)
+  CHECK_CLOSE_T(host(sum(dev(big))), sum(big), 1e-2, 1e-4);
+  CHECK_CLOSE_T(host(amax(dev(big))), amax(big), 0, 0);
+  auto ints = arange<int32_t>(0, 1000);
+  CHECK(sum(dev(ints)).item() == 499500);
+  auto withnan = a.clone();
+  withnan.select(0, 3).select(0, 7).select(0, 2).fill_(NAN);
+  CHECK_CLOSE_T(host(amax(dev(withnan), {1})), amax(withnan, {1}), 0, 0);
+  CHECK(std::isnan(mean(dev(empty<float>({0}))).item()));
+  CHECK_THROWS_AS(amax(dev(empty<float>({3, 0})), {1}), index_error);
+}
+
+TEST_CASE("cuda: factories match the CPU") {
+  REQUIRE_GPU();
+  CHECK(host(arange<int64_t, CUDA>(-7, 100, 3)).to_vector() == arange<int64_t>(-7, 100, 3).to_vector());
+  CHECK(host(linspace<reel::half, CUDA>(-3, 5, 1001)).to_vector() == linspace<reel::half>(-3, 5, 1001).to_vector());
+  CHECK(host(linspace<reel::bfloat16, CUDA>(0, 1, 777)).to_vector() == linspace<reel::bfloat16>(0, 1, 777).to_vector());
+  CHECK(host(logspace<float, CUDA>(-2, 2, 99)).to_vector() == logspace<float>(-2, 2, 99).to_vector());
+  CHECK(host(arange<float, CUDA>(0.5, 10.25, 0.75)).to_vector() == arange<float>(0.5, 10.25, 0.75).to_vector());
+  CHECK(host(eye<float, CUDA>(5)).to_vector() == eye<float>(5).to_vector());
+  Generator g1(7), g2(7);
+  CHECK(host(randn<float, CUDA>({100}, g1)).to_vector() == randn<float>({100}, g2).to_vector());
+  CHECK(host(zeros<float, CUDA>({3, 3})).to_vector() == std::vector<float>(9, 0.0f));
+}
+
+TEST_CASE("cuda: arange and linspace of 2^32 + 2^20 elements write every element") {
+  REQUIRE_GPU();
+  const int64_t n = (int64_t(1) << 32) + (int64_t(1) << 20);
+  const void* poisoned;
+  {
+    auto p = full<int64_t, CUDA>({n}, -1);  // its block returns to the cache, full of -1
+    poisoned = p.data_ptr();
+  }
+  auto a = arange<int64_t, CUDA>(n);
+  REQUIRE(a.data_ptr() == poisoned);  // arange writes over the poison
+  CHECK(sum(Tensor<bool, CUDA>(eq(a, int64_t(-1)))).item() == 0);
+  CHECK(a[n - 1].item() == n - 1);
+  CHECK(a[int64_t(1) << 32].item() == int64_t(1) << 32);
+  CHECK(amin(a).item() == 0);
+  CHECK(amax(a).item() == n - 1);
+  {
+    auto f = full<float, CUDA>({n}, NAN);
+    (void)f;
+  }
+  auto l = linspace<float, CUDA>(0, 1, n);
+  CHECK(sum(Tensor<bool, CUDA>(isnan(l))).item() == 0);
+  CHECK(l[0].item() == 0.0f);
+  CHECK(l[n - 1].item() == 1.0f);
+  CHECK(l[n / 2].item() == linspace<float>(0, 1, n)[n / 2].item());
+}
+
+TEST_CASE("cuda: failures become reel::error naming the call") {
+  REQUIRE_GPU();
+  try {
+    auto huge = empty<float, CUDA>({int64_t(1) << 50});  // 4 PiB
+    FAIL("allocation should fail");
+  } catch (const error& e) {
+    CHECK(std::string(e.what()).find("out of memory") != std::string::npos);
+  }
+  try {
+    REEL_CUDA_CHECK(cudaSetDevice(9999));
+    FAIL("cudaSetDevice should fail");
+  } catch (const error& e) {
+    CHECK(std::string(e.what()).find("cudaSetDevice") != std::string::npos);
+    CHECK(std::string(e.what()).find("cudaErrorInvalidDevice") != std::string::npos);
+  }
+}
