@@ -42,14 +42,14 @@ template <class T, class D>
 reel::detail::GradRequest request(std::span<const Tensor<T, D>> outputs, std::span<const Tensor<T, D>> grad_outputs,
                                   const GradOptions& o) {
   static_assert(reel::detail::autograd_type_v<T, D>,
-                "reel::autograd: gradients exist for floating point and complex CPU tensors only");
+                "reel::autograd: gradients exist for floating point and complex CPU tensors and floating point CUDA tensors");
   reel::detail::GradRequest q;
   REEL_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), value_error, "grad: got ",
              grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
   for (size_t k = 0; k < outputs.size(); ++k) {
     const auto& out = outputs[k];
     q.outputs.push_back(out.impl_ptr());
-    q.output_types.push_back(reel::detail::ir::grad_type_of<T>());
+    q.output_types.push_back(reel::detail::ir::grad_type_of<T, D>());
     if (!grad_outputs.empty() && grad_outputs[k].defined()) {
       q.grad_outputs.push_back(grad_outputs[k].impl_ptr());
     } else {
@@ -79,7 +79,7 @@ std::vector<Tensor<T, D>> grad(std::span<const Tensor<T, D>> outputs, std::span<
   q.accumulate = false;
   for (const auto& t : inputs) {
     q.inputs.push_back(t.impl_ptr());
-    q.input_types.push_back(reel::detail::ir::grad_type_of<T>());
+    q.input_types.push_back(reel::detail::ir::grad_type_of<T, D>());
   }
   auto res = reel::detail::run_grad(q);
   std::vector<Tensor<T, D>> out;
@@ -150,7 +150,7 @@ inline uint64_t current_level() {
 // It is a view of primal, so reverse-mode gradients flow to primal.
 template <class T, class D>
 Tensor<T, D> make_dual(const Tensor<T, D>& primal, const Tensor<T, D>& tangent) {
-  static_assert(reel::detail::autograd_type_v<T, D>, "reel::forward_ad::make_dual: needs a floating point or complex CPU tensor");
+  static_assert(reel::detail::autograd_type_v<T, D>, "reel::forward_ad::make_dual: needs a floating point or complex CPU tensor, or a floating point CUDA tensor");
   uint64_t level = current_level();
   REEL_CHECK(tangent.sizes() == primal.sizes(), value_error, "make_dual: expected the tangent to have the same shape as ",
              "the primal, got ", tangent.sizes(), " and ", primal.sizes());

@@ -62,7 +62,7 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
   auto out = empty<R, D>(p.out);
   if constexpr (std::is_same_v<D, CUDA>) {
     if constexpr (K == RunKind::None) {
-      raise<not_implemented_error>(fn, ": not implemented for CUDA tensors yet (move the tensor with to_device<CPU>())");
+      require_host_memory<D>(fn);
     } else {
       auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
       if (p.inner == 0 && (K == RunKind::Max || K == RunKind::Min) && p.outer > 0)
@@ -397,6 +397,7 @@ template <bool Scatter, class T, class D>
 Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t, D>& idx, int64_t d, const Shape& out_sizes) {
   auto out = empty<T, D>(out_sizes);
   if constexpr (!std::is_same_v<D, Meta>) {
+    require_host_memory<D>(Scatter ? "scatter_add" : "gather");
     out.fill_(T(0));
     if (out.numel() == 0 || idx.numel() == 0) return out;
     auto st = src.detach().transpose(d, -1).contiguous();
@@ -548,6 +549,7 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& x
   if constexpr (std::is_same_v<Dv, Meta>) {
     return empty<R, Dv>(x.sizes());
   } else {
+    detail::require_host_memory<Dv>("cumsum");
     auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
     auto out = empty<R, Dv>(xt.sizes());
     int64_t len = xt.dim() ? xt.size(-1) : 1, lines = len ? xt.numel() / len : 0;
@@ -585,7 +587,15 @@ ValuesIndices<T, Dv> ordered_lines(const Tensor<T, Dv>& x, int64_t dim, int64_t 
   os.back() = k;
   auto vals = empty<T, Dv>(os);
   auto idx = empty<int64_t, Dv>(os);
-  if constexpr (!std::is_same_v<Dv, Meta>) {
+  if constexpr (std::is_same_v<Dv, CUDA>) {
+    // Thrust: every line sorted stably (ties keep index order), then the first k of each
+    auto fv = empty<T, Dv>(xt.sizes());
+    auto fi = empty<int64_t, Dv>(xt.sizes());
+    DeviceBackend<Dv>::sort_lines(xt.data_ptr(), fv.mutable_data_ptr(), fi.mutable_data_ptr(), n ? xt.numel() / n : 0,
+                                  n, descending);
+    vals = k == n ? fv : Tensor<T, Dv>(fv.slice(-1, 0, k).contiguous());
+    idx = k == n ? fi : Tensor<int64_t, Dv>(fi.slice(-1, 0, k).contiguous());
+  } else if constexpr (!std::is_same_v<Dv, Meta>) {
     int64_t lines = n ? xt.numel() / n : 0;
     const T* s = xt.data_ptr();
     T* vo = vals.data_ptr();
@@ -652,6 +662,7 @@ void histc(const Tensor<T, D>& x, int64_t bins, double min, double max, Tensor<T
   REEL_CHECK(std::isfinite(min) && std::isfinite(max), value_error, "histc: range of [", min, ", ", max, "] is not finite");
   REEL_CHECK(min <= max, value_error, "histc: max must be larger than min, got min=", min, ", max=", max);
   REEL_CHECK(out.dim() == 1 && out.size(0) == bins, value_error, "histc: out must have shape [", bins, "], got ", out.sizes());
+  detail::require_host_memory<D>("histc");
   if constexpr (!std::is_same_v<D, Meta>) {
     auto xc = x.contiguous();
     const T* p = xc.data_ptr();

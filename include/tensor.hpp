@@ -33,6 +33,13 @@ template <class T, class D> Tensor<T, D> make_tensor(Shape sizes);
 // Device code behind the core (allocation, kernels, copies), specialized for CUDA by
 // <cuda.hpp>; CPU-only translation units never instantiate it.
 template <class D> struct DeviceBackend;
+// Ops whose only implementation is a loop over host memory call this first: on CUDA they
+// raise not_implemented_error instead of reading device memory from the host.
+template <class D>
+void require_host_memory(const char* fn) {
+  if constexpr (std::is_same_v<D, CUDA>)
+    raise<not_implemented_error>(fn, ": not implemented for CUDA tensors yet (move the tensor with to_device<CPU>())");
+}
 // What a view did, so autograd can map gradients and tangents through it.
 struct ViewSpec {
   enum Kind : uint8_t { Select, Slice, Reshape, Permute, Expand } kind;

@@ -64,6 +64,7 @@ Tensor<T, D> embedding(const Tensor<I, D>& input, const Tensor<T, D>& weight) {
   static_assert(std::is_integral_v<I> && !std::is_same_v<I, bool>, "reel::embedding: indices must be integers");
   REEL_CHECK(weight.dim() == 2, value_error, "embedding: weight must be [num_embeddings, embedding_dim], got shape ",
              weight.sizes());
+  reel::detail::require_host_memory<D>("embedding");
   auto idx = input.template to<int64_t>().contiguous().reshape({-1});
   if constexpr (!std::is_same_v<D, Meta>) {
     const int64_t* ip = idx.data_ptr();

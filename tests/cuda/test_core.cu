@@ -189,3 +189,35 @@ TEST_CASE("cuda: failures become reel::error naming the call") {
     CHECK(std::string(e.what()).find("cudaErrorInvalidDevice") != std::string::npos);
   }
 }
+
+TEST_CASE("cuda: sort and topk (Thrust) match the CPU, NaN last ascending, ties in index order") {
+  REQUIRE_GPU();
+  auto a = host_randn({13, 257});
+  a.select(0, 2).select(0, 5).fill_(NAN);
+  a.select(0, 4).slice(0, 10, 20).fill_(0.25f);  // ties
+  for (bool desc : {false, true}) {
+    auto c = sort(a, 1, desc);
+    auto g = sort(dev(a), 1, desc);
+    CHECK_CLOSE_T(host(g.values), c.values, 0, 0);
+    CHECK(host(g.indices).to_vector() == c.indices.to_vector());
+    auto c0 = sort(a, 0, desc);  // along a non-last dim
+    auto g0 = sort(dev(a), 0, desc);
+    CHECK_CLOSE_T(host(g0.values), c0.values, 0, 0);
+    CHECK(host(g0.indices).to_vector() == c0.indices.to_vector());
+  }
+  auto t = topk(dev(a), 5, 1);
+  auto ct = topk(a, 5, 1);
+  CHECK_CLOSE_T(host(t.values), ct.values, 0, 0);
+  CHECK(host(t.indices).to_vector() == ct.indices.to_vector());
+  auto one = sort(dev(host_randn({100000})));  // one long line
+  auto v = host(one.values).to_vector();
+  CHECK(std::is_sorted(v.begin(), v.end()));
+  CHECK(sort(dev(empty<float>({0, 4})), 1).values.numel() == 0);
+}
+
+TEST_CASE("cuda: ops that only have a host loop say so instead of reading device memory") {
+  REQUIRE_GPU();
+  auto d = dev(host_randn({4, 5}));
+  CHECK_THROWS_WITH_AS(cumsum(d, 1), doctest::Contains("not implemented for CUDA"), not_implemented_error);
+  CHECK_THROWS_WITH_AS(argmax(d), doctest::Contains("not implemented for CUDA"), not_implemented_error);
+}

@@ -42,11 +42,30 @@ using VjpFn = void (*)(Builder&, const IrNode&, const int* args, int self, int a
 // Appends sum_k (d op / d arg_k) * tangent_k and returns its id (-1 when zero).
 using JvpFn = int (*)(Builder&, const IrNode&, const int* args, int self, const int* tangents);
 
+// An op's per-element form, `out = op.apply<C>(in...)` on raw bytes (the form a device
+// kernel calls through a pointer; see ir_program.hpp).
+using ElemFn = void (*)(const unsigned char* op, const unsigned char* const* in, unsigned char* out);
+
 struct OpInfo {
   const char* name;
   KernelFn kernel;
   VjpFn vjp;  // null: not differentiable
   JvpFn jvp;
+  ElemFn elem;  // (host address)
+  // Graphs on an accelerator: the op's device function (a pointer in device memory's address
+  // space, fetched once per device). Null for the CPU's ops.
+  const void* (*device_fn)();
+};
+
+struct Graph;
+// Where a graph's values live: how to allocate its results and how to evaluate it there.
+// Graphs are built per device (every node's TypeInfo / OpInfo is the device's), so a graph
+// never mixes devices.
+struct IrDevice {
+  DeviceType type;
+  std::shared_ptr<Storage> (*make_storage)(size_t nbytes);
+  void (*evaluate)(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
+                   std::span<TensorImpl* const> outs, const std::vector<char>& live);
 };
 
 struct TypeInfo {
@@ -54,6 +73,7 @@ struct TypeInfo {
   int size;
   const GradType* grad;          // null for dtypes without gradients
   int (*add)(Builder&, int, int);  // null for dtypes without gradients
+  const IrDevice* device;
 };
 
 struct IrNode {
@@ -67,7 +87,6 @@ struct IrNode {
   template <class O> const O& as() const { return *reinterpret_cast<const O*>(data); }
 };
 
-struct Graph;
 // A graph's backward, built once per (graph, inputs that need gradients, use of saved outputs)
 // and reused: recording the same expression again finds the same interned graph.
 struct BackwardPlan {
@@ -180,7 +199,7 @@ template <class U>
 struct ConvertOp {
   template <class A> using result = U;
   template <class A> using compute = A;
-  template <class C> U apply(C x) const { return convert<U>(x); }
+  template <class C> REEL_HD U apply(C x) const { return convert<U>(x); }
   template <class O, class X> auto d0(const O&, const X&) const { return 1; }
 };
 
@@ -198,6 +217,9 @@ namespace detail::ir {
 // Element types autograd works in. Reduced floats (half, bfloat16) are storage types here:
 // instantiating the machinery for them would cost every program that merely stores them.
 template <class T> inline constexpr bool grad_dtype_v = std::is_floating_point_v<T> || is_complex_v<T>;
+// ... on device Dev (CUDA kernels have no complex arithmetic yet).
+template <class T, class Dev>
+inline constexpr bool device_grad_dtype_v = grad_dtype_v<T> && (std::is_same_v<Dev, CPU> || !is_complex_v<T>);
 
 template <class Op, class C, class Seq> struct apply_result;
 template <class Op, class C, size_t... K> struct apply_result<Op, C, std::index_sequence<K...>> {
@@ -220,8 +242,9 @@ template <class Op> constexpr bool holomorphic_op() {
     return true;
 }
 
-template <class T> const TypeInfo& type_info();
-template <class T> const GradType* grad_type_of();  // defined with the typed autograd code
+// Every graph-building function takes the device Dev its graph is for (see IrDevice).
+template <class T, class Dev = CPU> const TypeInfo& type_info();
+template <class T, class Dev = CPU> const GradType* grad_type_of();  // defined with the typed autograd code
 
 // The type of the values the graph node for X holds.
 template <class X> struct ir_value;
@@ -233,45 +256,45 @@ template <class Op, class... A> struct ir_value<Expr<Op, A...>> {
 };
 template <class X> using ir_value_t = typename ir_value<std::decay_t<X>>::type;
 
-template <class Op, class C, size_t N> const OpInfo* op_info();
+template <class Op, class C, size_t N, class Dev = CPU> const OpInfo* op_info();
 
 // An upper bound of the nodes a typed tree becomes (each operand may need a conversion).
 template <class X> inline constexpr int node_bound_v = 1;
 template <class Op, class... A> inline constexpr int node_bound_v<Expr<Op, A...>> = 1 + (0 + ... + (node_bound_v<A> + 1));
 
 // ------------------------------------------------------------------ typed trees -> graph
-template <class T, class D> int to_ir(Builder& b, const Tensor<T, D>&) { return b.leaf(&type_info<T>()); }
-template <class T> int to_ir(Builder&, const Sym<T>& s) { return s.id; }
-template <class T> int to_ir(Builder& b, const Scalar<T>& s) { return b.constant(&type_info<T>(), s.value); }
-template <class To, class From> int convert_node(Builder& b, int id) {
+template <class Dev, class T, class D> int to_ir(Builder& b, const Tensor<T, D>&) { return b.leaf(&type_info<T, Dev>()); }
+template <class Dev, class T> int to_ir(Builder&, const Sym<T>& s) { return s.id; }
+template <class Dev, class T> int to_ir(Builder& b, const Scalar<T>& s) { return b.constant(&type_info<T, Dev>(), s.value); }
+template <class To, class From, class Dev> int convert_node(Builder& b, int id) {
   if constexpr (std::is_same_v<To, From>) {
     return id;
   } else {
     int a[1] = {id};
-    return b.op(op_info<ConvertOp<To>, From, 1>(), &type_info<To>(), ConvertOp<To>{}, a, 1);
+    return b.op(op_info<ConvertOp<To>, From, 1, Dev>(), &type_info<To, Dev>(), ConvertOp<To>{}, a, 1);
   }
 }
-template <class C, class X> int arg_to_ir(Builder& b, const X& x) {
+template <class C, class Dev, class X> int arg_to_ir(Builder& b, const X& x) {
   if constexpr (requires { x.value; }) {  // a number: store it in the compute type
-    return b.constant(&type_info<C>(), convert<C>(x.value));
+    return b.constant(&type_info<C, Dev>(), convert<C>(x.value));
   } else {
-    return convert_node<C, ir_value_t<X>>(b, to_ir(b, x));
+    return convert_node<C, ir_value_t<X>, Dev>(b, to_ir<Dev>(b, x));
   }
 }
-template <class Op, class... A> int to_ir(Builder& b, const Expr<Op, A...>& e) {
+template <class Dev, class Op, class... A> int to_ir(Builder& b, const Expr<Op, A...>& e) {
   using C = typename Expr<Op, A...>::compute_type;
   using V = ir_value_t<Expr<Op, A...>>;
   return [&]<size_t... K>(std::index_sequence<K...>) {
-    int ids[] = {arg_to_ir<C>(b, std::get<K>(e.args))...};
-    return b.op(op_info<Op, C, sizeof...(A)>(), &type_info<V>(), e.op, ids, static_cast<int>(sizeof...(A)));
+    int ids[] = {arg_to_ir<C, Dev>(b, std::get<K>(e.args))...};
+    return b.op(op_info<Op, C, sizeof...(A), Dev>(), &type_info<V, Dev>(), e.op, ids, static_cast<int>(sizeof...(A)));
   }(std::index_sequence_for<A...>{});
 }
 // X as a node of type To; a C++ number becomes a constant.
-template <class To, class X> int to_ir_as(Builder& b, const X& x) {
+template <class To, class Dev, class X> int to_ir_as(Builder& b, const X& x) {
   if constexpr (is_cpp_scalar_v<X>)
-    return b.constant(&type_info<To>(), convert<To>(x));
+    return b.constant(&type_info<To, Dev>(), convert<To>(x));
   else
-    return convert_node<To, ir_value_t<X>>(b, to_ir(b, x));
+    return convert_node<To, ir_value_t<X>, Dev>(b, to_ir<Dev>(b, x));
 }
 
 // ------------------------------------------------------------------ per-(op, type) tables
@@ -290,6 +313,16 @@ void kernel(const void* opp, const void* const* in, const int64_t* st, void* out
   }(std::make_index_sequence<N>{});
 }
 
+template <class Op, class C, size_t... K>
+REEL_HD void apply_elem_impl(const Op& op, const unsigned char* const* in, unsigned char* out, std::index_sequence<K...>) {
+  using V = apply_t<Op, C, sizeof...(K)>;
+  *reinterpret_cast<V*>(out) = op.template apply<C>(*reinterpret_cast<const C*>(in[K])...);
+}
+template <class Op, class C, size_t N>
+REEL_HD void apply_elem(const unsigned char* op, const unsigned char* const* in, unsigned char* out) {
+  apply_elem_impl<Op, C>(*reinterpret_cast<const Op*>(op), in, out, std::make_index_sequence<N>{});
+}
+
 template <size_t K, class Op, class O, class... A>
 auto rule(const Op& op, const O& out, const A&... a) {
   if constexpr (K == 0)
@@ -301,20 +334,20 @@ auto rule(const Op& op, const O& out, const A&... a) {
 }
 
 // g * conj(d) (reverse) or d * t (forward) as a node of type To; -1 when d is the number 0.
-template <class To, bool Conj, class G, class Dv>
+template <class To, bool Conj, class Dev, class G, class Dv>
 int times_rule(Builder& b, const G& g, const Dv& d) {
   if constexpr (is_cpp_scalar_v<Dv>) {
     if (d == Dv(0)) return -1;
-    if (d == Dv(1)) return to_ir_as<To>(b, g);
-    return to_ir_as<To>(b, g * d);
+    if (d == Dv(1)) return to_ir_as<To, Dev>(b, g);
+    return to_ir_as<To, Dev>(b, g * d);
   } else if constexpr (Conj && is_complex_v<To>) {
-    return to_ir_as<To>(b, g * conj(d));
+    return to_ir_as<To, Dev>(b, g * conj(d));
   } else {
-    return to_ir_as<To>(b, g * d);
+    return to_ir_as<To, Dev>(b, g * d);
   }
 }
 
-template <class Op, class C, size_t N>
+template <class Op, class C, size_t N, class Dev>
 void vjp(Builder& b, const IrNode& n, const int* args, int self, int adj, int* contrib, const bool* need) {
   const Op op = n.as<Op>();
   using V = apply_t<Op, C, N>;
@@ -323,24 +356,24 @@ void vjp(Builder& b, const IrNode& n, const int* args, int self, int adj, int* c
     auto one = [&]<size_t J>(std::integral_constant<size_t, J>) {
       if (!need[J]) return;
       if constexpr (is_complex_v<C> && !holomorphic_op<Op>())
-        contrib[J] = to_ir_as<C>(b, op.template complex_vjp<J>(g, out, Sym<C>(args[K])...));
+        contrib[J] = to_ir_as<C, Dev>(b, op.template complex_vjp<J>(g, out, Sym<C>(args[K])...));
       else
-        contrib[J] = times_rule<C, true>(b, g, rule<J>(op, out, Sym<C>(args[K])...));
+        contrib[J] = times_rule<C, true, Dev>(b, g, rule<J>(op, out, Sym<C>(args[K])...));
     };
     (one(std::integral_constant<size_t, K>{}), ...);
   }(std::make_index_sequence<N>{});
 }
 
-template <class Op, class C, size_t N>
+template <class Op, class C, size_t N, class Dev>
 int jvp(Builder& b, const IrNode& n, const int* args, int self, const int* tangents) {
   const Op op = n.as<Op>();
   using V = apply_t<Op, C, N>;
   Sym<V> out(self);
   if constexpr (requires { op.jvp_rule(out, out, out, Sym<C>(0), Sym<C>(0)); }) {
     // ops that select one operand: the tangent is selected too, never mixed (0 * inf)
-    int zero = b.constant(&type_info<C>(), C(0));
+    int zero = b.constant(&type_info<C, Dev>(), C(0));
     Sym<C> ta(tangents[0] < 0 ? zero : tangents[0]), tb(tangents[1] < 0 ? zero : tangents[1]);
-    return to_ir_as<V>(b, op.jvp_rule(ta, tb, out, Sym<C>(args[0]), Sym<C>(args[1])));
+    return to_ir_as<V, Dev>(b, op.jvp_rule(ta, tb, out, Sym<C>(args[0]), Sym<C>(args[1])));
   }
   int acc = -1;
   [&]<size_t... K>(std::index_sequence<K...>) {
@@ -349,10 +382,10 @@ int jvp(Builder& b, const IrNode& n, const int* args, int self, const int* tange
       Sym<C> t(tangents[J]);
       int c;
       if constexpr (is_complex_v<C> && !holomorphic_op<Op>())
-        c = to_ir_as<V>(b, op.template complex_jvp<J>(t, out, Sym<C>(args[K])...));
+        c = to_ir_as<V, Dev>(b, op.template complex_jvp<J>(t, out, Sym<C>(args[K])...));
       else
-        c = times_rule<V, false>(b, t, rule<J>(op, out, Sym<C>(args[K])...));
-      if (c >= 0) acc = acc < 0 ? c : type_info<V>().add(b, acc, c);
+        c = times_rule<V, false, Dev>(b, t, rule<J>(op, out, Sym<C>(args[K])...));
+      if (c >= 0) acc = acc < 0 ? c : type_info<V, Dev>().add(b, acc, c);
     };
     (one(std::integral_constant<size_t, K>{}), ...);
   }(std::make_index_sequence<N>{});
@@ -363,26 +396,54 @@ template <class Op> const char* op_name() {
   return __PRETTY_FUNCTION__;  // informative enough for error messages
 }
 
-template <class Op, class C, size_t N>
+// The op's device function on an accelerator (DeviceBackend<Dev>::ir_op_fn); none on the CPU.
+template <class Op, class C, size_t N, class Dev>
+constexpr auto device_fn_of() -> const void* (*)() {
+  if constexpr (std::is_same_v<Dev, CPU>)
+    return nullptr;
+  else
+    return &DeviceBackend<Dev>::template ir_op_fn<Op, C, N>;
+}
+
+template <class Op, class C, size_t N, class Dev>
 const OpInfo* op_info() {
   using V = apply_t<Op, C, N>;
-  if constexpr (differentiable_op<Op>() && grad_dtype_v<C> && grad_dtype_v<V>) {
-    static const OpInfo info{op_name<Op>(), &kernel<Op, C, N>, &vjp<Op, C, N>, &jvp<Op, C, N>};
+  constexpr auto dev = device_fn_of<Op, C, N, Dev>();
+  if constexpr (differentiable_op<Op>() && device_grad_dtype_v<C, Dev> && device_grad_dtype_v<V, Dev>) {
+    static const OpInfo info{op_name<Op>(),      &kernel<Op, C, N>,     &vjp<Op, C, N, Dev>,
+                             &jvp<Op, C, N, Dev>, &apply_elem<Op, C, N>, dev};
     return &info;
   } else {
-    static const OpInfo info{op_name<Op>(), &kernel<Op, C, N>, nullptr, nullptr};
+    static const OpInfo info{op_name<Op>(), &kernel<Op, C, N>, nullptr, nullptr, &apply_elem<Op, C, N>, dev};
     return &info;
   }
 }
 
-template <class T> int add_nodes(Builder& b, int x, int y) { return to_ir_as<T>(b, Sym<T>(x) + Sym<T>(y)); }
+template <class T, class Dev> int add_nodes(Builder& b, int x, int y) {
+  return to_ir_as<T, Dev>(b, Sym<T>(x) + Sym<T>(y));
+}
 
-template <class T> const TypeInfo& type_info() {
-  if constexpr (grad_dtype_v<T>) {
-    static const TypeInfo info{scalar_type_v<T>, static_cast<int>(sizeof(T)), grad_type_of<T>(), &add_nodes<T>};
+// CPU graphs: the chunked evaluator below, or (for tests) the device interpreter on the host
+// (defined in ir_program.hpp).
+void evaluate_host(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
+                   std::span<TensorImpl* const> outs, const std::vector<char>& live);
+inline std::shared_ptr<Storage> cpu_storage(size_t nbytes) { return make_storage(nbytes, DeviceType::CPU); }
+template <class Dev> const IrDevice* ir_device() {
+  if constexpr (std::is_same_v<Dev, CPU>) {
+    static const IrDevice d{DeviceType::CPU, &cpu_storage, &evaluate_host};
+    return &d;
+  } else {
+    return DeviceBackend<Dev>::ir_device();
+  }
+}
+
+template <class T, class Dev> const TypeInfo& type_info() {
+  if constexpr (device_grad_dtype_v<T, Dev>) {
+    static const TypeInfo info{scalar_type_v<T>, static_cast<int>(sizeof(T)), grad_type_of<T, Dev>(),
+                               &add_nodes<T, Dev>, ir_device<Dev>()};
     return info;
   } else {
-    static const TypeInfo info{scalar_type_v<T>, static_cast<int>(sizeof(T)), nullptr, nullptr};
+    static const TypeInfo info{scalar_type_v<T>, static_cast<int>(sizeof(T)), nullptr, nullptr, ir_device<Dev>()};
     return info;
   }
 }
@@ -477,6 +538,10 @@ inline void mark_live(const Graph& g, std::span<const int> roots, std::vector<ch
 // leaves[k]: the tensor of leaf slot k (may be null for slots no root depends on); `live`
 // from mark_live for these roots.
 inline void evaluate(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
+                     std::span<TensorImpl* const> outs, const std::vector<char>& live) {
+  g.nodes[roots[0]].type->device->evaluate(g, leaves, roots, outs, live);
+}
+inline void evaluate_cpu(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
                      std::span<TensorImpl* const> outs, const std::vector<char>& live) {
   const Shape& osz = outs[0]->sizes;
   if (numel_of(osz) == 0) return;

@@ -9,7 +9,7 @@
 // inputs' tangents by the same rules, with that level masked (see graph.hpp).
 #include <new>
 
-#include "ir.hpp"
+#include "ir_program.hpp"
 
 namespace reel {
 namespace detail {
@@ -21,16 +21,19 @@ inline constexpr bool autograd_enabled_v = false;
 #else
 inline constexpr bool autograd_enabled_v = true;
 #endif
+// CPU: floating point and complex; CUDA: floating point (its kernels have no complex math yet).
 template <class T, class D>
-inline constexpr bool autograd_type_v = autograd_enabled_v && ir::grad_dtype_v<T> && std::is_same_v<D, CPU>;
+inline constexpr bool autograd_type_v =
+    autograd_enabled_v && (std::is_same_v<D, CPU> || std::is_same_v<D, CUDA>) && ir::device_grad_dtype_v<T, D>;
 
-inline GradPtr make_impl(ScalarType dtype, int size, const Shape& sizes) {
+// A fresh contiguous tensor of a graph node's type, on the graph's device.
+inline GradPtr make_impl(const ir::TypeInfo& type, const Shape& sizes) {
   auto p = make_pooled<TensorImpl>();
   p->strides = contiguous_strides(sizes);
   p->sizes = sizes;
-  p->storage = make_storage(static_cast<size_t>(numel_of(sizes)) * size, DeviceType::CPU);
-  p->dtype = dtype;
-  p->device = DeviceType::CPU;
+  p->storage = type.device->make_storage(static_cast<size_t>(numel_of(sizes)) * type.size);
+  p->dtype = type.dtype;
+  p->device = type.device->type;
   return p;
 }
 // The same view of the same storage, without autograd state.
@@ -186,7 +189,7 @@ inline GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<const in
       res[r] = leaves[n.leaf];
       continue;
     }
-    res[r] = make_impl(n.type->dtype, n.type->size, S);
+    res[r] = make_impl(*n.type, S);
     rec.roots.push_back(id);
     rec.outputs.push_back(res[r]);
   }
@@ -469,7 +472,7 @@ void finish_record(PendingRecord& p, const Tensor<R, D>& out, const E& e) {
     GraphRecord rec;
     rec.graph = &scratch_graph();
     ir::Builder b{*rec.graph};
-    rec.roots.push_back(ir::to_ir_as<R>(b, e));
+    rec.roots.push_back(ir::to_ir_as<R, D>(b, e));
     rec.inputs = std::move(p.inputs);
     rec.outputs.push_back(out.impl_ptr());
     record_graph(std::move(rec));
@@ -560,7 +563,7 @@ Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tenso
       for (const auto& t : inputs) in.push_back(t.defined() ? t.impl_ptr() : nullptr);
       for (const auto& t : saved) sv.push_back(t.impl_ptr());
       attach_fn(std::make_shared<FnNode<T, D, std::decay_t<Bw>>>(std::forward<Bw>(bw)), name, p, std::move(in),
-                std::move(sv), ir::grad_type_of<T>(), out.impl());
+                std::move(sv), ir::grad_type_of<T, D>(), out.impl());
     }
     for (uint64_t level : p.levels) {
       std::vector<Tensor<T, D>> ts(inputs.size());
@@ -749,7 +752,7 @@ inline GradPtr record_sum(const GradPtr& in, GradPtr out, const Shape& dims, con
 
 template <class T, class D> const GradType* grad_type_ptr() {
   if constexpr (autograd_type_v<T, D>)
-    return ir::grad_type_of<T>();
+    return ir::grad_type_of<T, D>();
   else
     return nullptr;
 }
@@ -829,44 +832,45 @@ inline GradList run_grad(GradRequest& q) {
 }  // namespace detail
 
 namespace detail::ir {
-template <class T> GradPtr grad_add(const GradPtr& a, const GradPtr& b) {
-  return Tensor<T, CPU>(Tensor<T, CPU>(a) + Tensor<T, CPU>(b)).impl_ptr();
+// The GradType of (T, D): gradient arithmetic written with reel ops on D's tensors.
+template <class T, class D> GradPtr grad_add(const GradPtr& a, const GradPtr& b) {
+  return Tensor<T, D>(Tensor<T, D>(a) + Tensor<T, D>(b)).impl_ptr();
 }
-template <class T> GradPtr grad_zeros(const Shape& s) {
-  auto t = make_tensor<T, CPU>(s);
+template <class T, class D> GradPtr grad_zeros(const Shape& s) {
+  auto t = make_tensor<T, D>(s);
   GradModeGuard ng(false);
   t.fill_(T(0));
   return t.impl_ptr();
 }
-template <class T> GradPtr grad_clone(const GradPtr& g) {
+template <class T, class D> GradPtr grad_clone(const GradPtr& g) {
   GradModeGuard ng(false);
-  return Tensor<T, CPU>(plain_alias(*g)).clone().impl_ptr();
+  return Tensor<T, D>(plain_alias(*g)).clone().impl_ptr();
 }
-template <class T> void grad_add_inplace(const GradPtr& acc, const GradPtr& g) {
+template <class T, class D> void grad_add_inplace(const GradPtr& acc, const GradPtr& g) {
   GradModeGuard ng(false);
-  Tensor<T, CPU>(acc).add_(Tensor<T, CPU>(plain_alias(*g)));
+  Tensor<T, D>(acc).add_(Tensor<T, D>(plain_alias(*g)));
 }
-template <class T> GradPtr grad_reduce_to(const GradPtr& g, const Shape& s) {
-  return reduce_to(Tensor<T, CPU>(g), s).impl_ptr();
+template <class T, class D> GradPtr grad_reduce_to(const GradPtr& g, const Shape& s) {
+  return reduce_to(Tensor<T, D>(g), s).impl_ptr();
 }
-template <class T> GradPtr grad_expand(const GradPtr& g, const Shape& s) {
-  return Tensor<T, CPU>(g).expand(s).impl_ptr();
+template <class T, class D> GradPtr grad_expand(const GradPtr& g, const Shape& s) {
+  return Tensor<T, D>(g).expand(s).impl_ptr();
 }
-template <class T> GradPtr grad_sum(const GradPtr& g, const Shape& dims, bool keepdim) {
-  return sum(Tensor<T, CPU>(g), dims, keepdim).impl_ptr();
+template <class T, class D> GradPtr grad_sum(const GradPtr& g, const Shape& dims, bool keepdim) {
+  return sum(Tensor<T, D>(g), dims, keepdim).impl_ptr();
 }
-template <class T> GradPtr grad_scale(const GradPtr& g, double s) {
-  return Tensor<T, CPU>(Tensor<T, CPU>(g) * s).impl_ptr();
+template <class T, class D> GradPtr grad_scale(const GradPtr& g, double s) {
+  return Tensor<T, D>(Tensor<T, D>(g) * s).impl_ptr();
 }
-template <class T> GradPtr grad_contiguous(const GradPtr& g) { return Tensor<T, CPU>(g).contiguous().impl_ptr(); }
-template <class T> void grad_copy_into(const GradPtr& dst, const GradPtr& src) {
+template <class T, class D> GradPtr grad_contiguous(const GradPtr& g) { return Tensor<T, D>(g).contiguous().impl_ptr(); }
+template <class T, class D> void grad_copy_into(const GradPtr& dst, const GradPtr& src) {
   GradModeGuard ng(false);
-  Tensor<T, CPU>(dst).copy_(Tensor<T, CPU>(plain_alias(*src)));
+  Tensor<T, D>(dst).copy_(Tensor<T, D>(plain_alias(*src)));
 }
-template <class T> const GradType* grad_type_of() {
-  static const GradType t{scalar_type_v<T>,   &grad_add<T>,       &grad_zeros<T>,  &grad_clone<T>,
-                          &grad_add_inplace<T>, &grad_reduce_to<T>, &grad_expand<T>, &grad_sum<T>,
-                          &grad_scale<T>,       &grad_contiguous<T>, &grad_copy_into<T>};
+template <class T, class D> const GradType* grad_type_of() {
+  static const GradType t{scalar_type_v<T>,        &grad_add<T, D>,       &grad_zeros<T, D>,  &grad_clone<T, D>,
+                          &grad_add_inplace<T, D>, &grad_reduce_to<T, D>, &grad_expand<T, D>, &grad_sum<T, D>,
+                          &grad_scale<T, D>,       &grad_contiguous<T, D>, &grad_copy_into<T, D>};
   return &t;
 }
 }  // namespace detail::ir
@@ -879,8 +883,8 @@ template <class T, class D>
 Tensor<T, D>& Tensor<T, D>::requires_grad_(bool on) {
   if (on)
     REEL_CHECK((detail::autograd_type_v<T, D>), type_error, "requires_grad_: only floating point and complex CPU ",
-               "tensors can require gradients, got ", scalar_type_of<T>::name, " on ", D::name,
-               std::is_same_v<D, CUDA> ? " (autograd on CUDA tensors is not implemented yet)" : "");
+               "tensors and floating point CUDA tensors can require gradients, got ", scalar_type_of<T>::name, " on ",
+               D::name);
   auto& m = detail::ensure_meta(impl());
   REEL_CHECK(on || !m.grad_fn, error, "requires_grad_: you can only change requires_grad flags of leaf tensors");
   m.requires_grad = on;
@@ -958,13 +962,13 @@ void Tensor<T, D>::backward(const Tensor& grad, bool retain_graph, bool create_g
   if constexpr (detail::autograd_type_v<T, D>) {
     detail::GradRequest q;
     q.outputs.push_back(impl_ptr());
-    q.output_types.push_back(detail::ir::grad_type_of<T>());
+    q.output_types.push_back(detail::ir::grad_type_of<T, D>());
     if (grad.defined()) {
       q.grad_outputs.push_back(grad.impl_ptr());
     } else {
       REEL_CHECK(numel() == 1, value_error, "backward: grad can be implicitly created only for scalar outputs (this ",
                  "tensor has shape ", sizes(), "); pass a gradient of the same shape");
-      q.grad_outputs.push_back(detail::ir::grad_zeros<T>(sizes()));
+      q.grad_outputs.push_back(detail::ir::grad_zeros<T, D>(sizes()));
       Tensor<T, D>(q.grad_outputs[0]).fill_(T(1));
     }
     q.create_graph = create_graph;

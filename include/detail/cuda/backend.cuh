@@ -9,6 +9,10 @@
 // (broadcast strides, contiguous dims merged); each element's operand offsets come from an
 // offset calculator with 64-bit arithmetic (no int32 index anywhere).
 #include <thrust/execution_policy.h>
+#include <thrust/iterator/zip_iterator.h>
+#include <thrust/sequence.h>
+#include <thrust/sort.h>
+#include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
 
 #include "../launch_plan.hpp"
@@ -186,13 +190,52 @@ struct Combine {
   REEL_HD Acc operator()(Acc a, Acc b) const { return RunOp<K, T, R>::combine(a, b); }
 };
 
-}  // namespace detail::cuda
+// ------------------------------------------------------------------ sort
+// "a goes before b": NaN is the largest value (last ascending, first descending), as on the CPU.
+template <class T>
+struct NanOrder {
+  bool descending;
+  using C = compute_t<T>;
+  REEL_HD static bool greater(C a, C b) {
+    if (is_nan(a)) return !is_nan(b);
+    if (is_nan(b)) return false;
+    return a > b;
+  }
+  REEL_HD bool operator()(const T& a, const T& b) const {
+    const C x = convert<C>(a), y = convert<C>(b);
+    return descending ? greater(x, y) : greater(y, x);
+  }
+};
+struct DivBy {
+  int64_t n;
+  REEL_HD int64_t operator()(int64_t i) const { return i / n; }
+};
+struct ModBy {
+  int64_t n;
+  REEL_HD int64_t operator()(int64_t i) const { return i % n; }
+};
 
+}  // namespace detail::cuda
+}  // namespace reel
+
+#include "ir_eval.cuh"  // autograd's graphs on the GPU
+
+namespace reel {
 // ------------------------------------------------------------------ the engine's CUDA backend
 namespace detail {
 template <>
 struct DeviceBackend<CUDA> {
   static std::shared_ptr<Storage> make_storage(size_t nbytes) { return cuda::make_device_storage(nbytes); }
+
+  // Autograd: where CUDA graphs are evaluated, and each op's device function (ir_eval.cuh).
+  static const ir::IrDevice* ir_device() {
+    static const ir::IrDevice d{DeviceType::CUDA, &cuda::ir_storage, &cuda::ir_evaluate};
+    return &d;
+  }
+  template <class Op, class C, size_t N>
+  static const void* ir_op_fn() {
+    return cuda::ir_op_fn<Op, C, N>();
+  }
 
   template <class R, class E>
   static void eval_into(const Tensor<R, CUDA>& out, const E& e) {
@@ -251,6 +294,28 @@ struct DeviceBackend<CUDA> {
       cuda::reduce_rows_kernel<K, T, R><<<blocks, 256, 0, s>>>(src, dst, outer, inner);
       REEL_CUDA_CHECK_LAUNCH("reduce_rows_kernel");
     }
+  }
+
+  // Sorts each of `lines` contiguous lines of n elements of src stably into vals, with each
+  // value's position in its line in idx. One global stable sort by value over positions,
+  // then a stable (radix) sort by line regroups the lines without disturbing value order.
+  template <class T>
+  static void sort_lines(const T* src, T* vals, int64_t* idx, int64_t lines, int64_t n, bool descending) {
+    const int64_t total = lines * n;
+    if (total == 0) return;
+    cudaStream_t s = cuda::current_stream();
+    auto policy = thrust::cuda::par.on(s);
+    REEL_CUDA_CHECK(cudaMemcpyAsync(vals, src, static_cast<size_t>(total) * sizeof(T), cudaMemcpyDeviceToDevice, s));
+    thrust::sequence(policy, idx, idx + total);
+    thrust::stable_sort_by_key(policy, vals, vals + total, idx, cuda::NanOrder<T>{descending});
+    if (lines > 1) {
+      auto keys = make_tensor<int64_t, CUDA>({total});
+      int64_t* kp = keys.mutable_data_ptr();
+      thrust::transform(policy, idx, idx + total, kp, cuda::DivBy{n});
+      thrust::stable_sort_by_key(policy, kp, kp + total, thrust::make_zip_iterator(thrust::make_tuple(vals, idx)));
+    }
+    thrust::transform(policy, idx, idx + total, idx, cuda::ModBy{n});
+    REEL_CUDA_CHECK_LAUNCH("thrust sort");
   }
 
   // A contiguous copy of a contiguous tensor on the other device (CPU <-> CUDA).
