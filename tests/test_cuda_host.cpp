@@ -225,3 +225,58 @@ TEST_CASE("offset calculator: too many dims after merging is a clear error") {
   CHECK_THROWS_AS(make_offset_calc<2>(p), not_implemented_error);
 }
 
+
+// The device interpreter of autograd graphs (autograd/ir_program.hpp), run here with the ops'
+// host functions. (Every CPU autograd suite also runs through it: the *_program_eval tests.)
+TEST_CASE("device program: a long chain reuses two slots and matches the chunked evaluator") {
+  using namespace reel::detail::ir;
+  Graph g;
+  Builder b{g};
+  int x = b.leaf(&type_info<double>());
+  int w = b.leaf(&type_info<double>());
+  int v = x;
+  for (int i = 0; i < 100; ++i) v = to_ir_as<double, CPU>(b, sin(Sym<double>(v)) * 0.5 + Sym<double>(w));
+  std::vector<int> roots = {v, to_ir_as<double, CPU>(b, Sym<double>(x) * Sym<double>(w))};
+  std::vector<char> live;
+  mark_live(g, roots, live);
+
+  auto xt = randn<double>({7, 5}), wt = randn<double>({5});  // w broadcasts
+  auto xs = xt.transpose(0, 1);                              // and x is strided
+  const TensorImpl* leaves[] = {&xs.impl(), &wt.impl()};
+  auto ref0 = empty<double>({5, 7}), ref1 = empty<double>({5, 7});
+  auto got0 = full<double>({5, 7}, NAN), got1 = full<double>({5, 7}, NAN);
+  TensorImpl* refs[] = {&ref0.impl(), &ref1.impl()};
+  TensorImpl* gots[] = {&got0.impl(), &got1.impl()};
+  evaluate_cpu(g, leaves, roots, refs, live);
+
+  std::vector<ProgNode> prog;
+  ProgLaunch a;
+  REQUIRE(prepare_program(g, leaves, roots, gots, live, [](const OpInfo* op) { return op->elem; }, prog, a));
+  std::set<int> slots;
+  for (const auto& p : prog) slots.insert(p.slot);
+  CHECK(slots.size() <= 6);  // x, w, the chain's value and a temporary or two: not one per node
+  CHECK(a.nops == 4);        // two outputs, two leaves
+  for (int64_t i = 0; i < a.numel; ++i) run_program_at(prog.data(), a, i);
+  CHECK(got0.to_vector() == ref0.to_vector());  // the same op bodies in the same order
+  CHECK(got1.to_vector() == ref1.to_vector());
+}
+
+TEST_CASE("device program: more values live at once than slots is a clear error") {
+  using namespace reel::detail::ir;
+  Graph g;
+  Builder b{g};
+  int x = b.leaf(&type_info<double>());
+  std::vector<int> parts;
+  for (int i = 0; i < kProgSlots + 4; ++i) parts.push_back(to_ir_as<double, CPU>(b, Sym<double>(x) + double(i)));
+  int s = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) s = to_ir_as<double, CPU>(b, Sym<double>(s) * Sym<double>(parts[i]));
+  std::vector<int> roots = {s}, order, leaf_op = {1};
+  std::vector<char> live;
+  mark_live(g, roots, live);
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
+    if (live[i]) order.push_back(i);
+  std::vector<ProgNode> prog;
+  ProgLaunch a;
+  CHECK_THROWS_WITH_AS(build_program(g, order, leaf_op, roots, [](const OpInfo* op) { return op->elem; }, prog, a),
+                       doctest::Contains("more than 32 values at once"), not_implemented_error);
+}
