@@ -8,6 +8,14 @@
 // The device function of an (op, compute type, arity) is instantiated where the CUDA graph
 // node for it is (ir::op_info<..., CUDA>, in an nvcc translation unit) and its address is
 // read once per device by a one-thread kernel.
+//
+// A device function may only be called from a kernel of its own device module (the module
+// binds its constants). Without relocatable device code every .cu file is a module of its
+// own, so a program that differentiates on CUDA from several .cu files must compile them
+// with -rdc=true (CMake: CUDA_SEPARABLE_COMPILATION ON), which links one module; a program
+// of one .cu file needs nothing. The op's module and the evaluator's are compared (by the
+// address of an inline device function each module has one copy of) and a mismatch is an
+// error saying so, not a wrong result.
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -19,34 +27,43 @@ namespace reel::detail::cuda {
 
 inline constexpr int kMaxDevices = 64;
 
+// One copy per device module (vague linkage: the device linker keeps one under -rdc).
+inline __device__ void module_marker() {}
+using MarkerFn = void (*)();
+
 template <class Op, class C, size_t N>
-__global__ void ir_fn_address_kernel(ir::ElemFn* out) {
+__global__ void ir_fn_address_kernel(ir::ElemFn* out, MarkerFn* module) {
   *out = &ir::apply_elem<Op, C, N>;  // (in device code: the device function's address)
+  *module = &module_marker;
 }
 
-// The device address of apply_elem<Op, C, N> on the current device (fetched once per device).
-template <class Op, class C, size_t N>
-const void* ir_op_fn() {
-  static std::array<std::atomic<ir::ElemFn>, kMaxDevices> cache{};
+// (a template only so that every translation unit may instantiate it) With `probe`, it only
+// reports its module.
+template <int = 0>
+__global__ void __launch_bounds__(128) ir_eval_kernel(const ir::ProgNode* prog, const ir::ProgLaunch a, MarkerFn* probe) {
+  if (probe) {
+    *probe = &module_marker;
+    return;
+  }
+  REEL_CUDA_GRID_STRIDE(i, a.numel) { ir::run_program_at(prog, a, i); }
+}
+
+// Runs a one-thread kernel that writes two pointers, and returns them.
+template <class Launch>
+std::array<void*, 2> fetch_two_pointers(Launch&& launch) {
+  auto buf = make_device_storage(2 * sizeof(void*));
+  auto* p = static_cast<void**>(buf->data);
+  launch(p);
+  std::array<void*, 2> r{};
+  copy_bytes(r.data(), p, sizeof r, cudaMemcpyDeviceToHost);  // (waits for the kernel)
+  return r;
+}
+
+inline int checked_device() {
   const int dev = current_device();
   REEL_CHECK(dev >= 0 && dev < kMaxDevices, not_implemented_error, "autograd on CUDA: device ", dev, " (at most ",
              kMaxDevices, " devices)");
-  ir::ElemFn f = cache[dev].load(std::memory_order_acquire);
-  if (!f) {
-    auto buf = make_device_storage(sizeof(ir::ElemFn));
-    auto* p = static_cast<ir::ElemFn*>(buf->data);
-    ir_fn_address_kernel<Op, C, N><<<1, 1, 0, current_stream()>>>(p);
-    REEL_CUDA_CHECK_LAUNCH("ir_fn_address_kernel");
-    copy_bytes(&f, p, sizeof f, cudaMemcpyDeviceToHost);  // (waits for the kernel)
-    cache[dev].store(f, std::memory_order_release);
-  }
-  return reinterpret_cast<const void*>(f);
-}
-
-// (a template only so that every translation unit may instantiate it)
-template <int = 0>
-__global__ void __launch_bounds__(128) ir_eval_kernel(const ir::ProgNode* prog, const ir::ProgLaunch a) {
-  REEL_CUDA_GRID_STRIDE(i, a.numel) { ir::run_program_at(prog, a, i); }
+  return dev;
 }
 
 // The kernel calls op functions through pointers, so its stack use is not known when it is
@@ -61,6 +78,45 @@ inline void ensure_stack_for_programs() {
   REEL_CUDA_CHECK(cudaDeviceGetLimit(&cur, cudaLimitStackSize));
   if (cur < kNeed) REEL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, kNeed));
   done[dev].store(true, std::memory_order_release);
+}
+
+// The module of the graph evaluator on the current device.
+inline void* evaluator_module() {
+  static std::array<std::atomic<void*>, kMaxDevices> cache{};
+  const int dev = checked_device();
+  void* m = cache[dev].load(std::memory_order_acquire);
+  if (!m) {
+    ensure_stack_for_programs();
+    m = fetch_two_pointers([](void** p) {
+      ir_eval_kernel<<<1, 1, 0, current_stream()>>>(nullptr, ir::ProgLaunch{}, reinterpret_cast<MarkerFn*>(p));
+      REEL_CUDA_CHECK_LAUNCH("ir_eval_kernel (probe)");
+    })[0];
+    cache[dev].store(m, std::memory_order_release);
+  }
+  return m;
+}
+
+// The device address of apply_elem<Op, C, N> on the current device (fetched once per device).
+template <class Op, class C, size_t N>
+const void* ir_op_fn() {
+  static std::array<std::atomic<void*>, kMaxDevices> cache{};
+  const int dev = checked_device();
+  void* f = cache[dev].load(std::memory_order_acquire);
+  if (!f) {
+    auto r = fetch_two_pointers([](void** p) {
+      ir_fn_address_kernel<Op, C, N><<<1, 1, 0, current_stream()>>>(reinterpret_cast<ir::ElemFn*>(p),
+                                                                      reinterpret_cast<MarkerFn*>(p + 1));
+      REEL_CUDA_CHECK_LAUNCH("ir_fn_address_kernel");
+    });
+    REEL_CHECK(r[1] == evaluator_module(), not_implemented_error,
+               "autograd on CUDA: the device code of an op (", ir::op_name<Op>(), ") and autograd's graph evaluator ",
+               "are in different device modules: the program's .cu files were compiled without relocatable device ",
+               "code. Compile them with -rdc=true (CMake: set_target_properties(<target> PROPERTIES ",
+               "CUDA_SEPARABLE_COMPILATION ON)), or differentiate from one .cu file.");
+    f = r[0];
+    cache[dev].store(f, std::memory_order_release);
+  }
+  return f;
 }
 
 // ir::IrDevice::evaluate for CUDA graphs (the contract of ir::evaluate).
@@ -81,7 +137,7 @@ inline void ir_evaluate(const ir::Graph& g, std::span<const TensorImpl* const> l
   ensure_stack_for_programs();
   const Launch1D l = launch_1d(a.numel, 128);
   ir_eval_kernel<<<static_cast<unsigned>(l.blocks), l.threads, 0, current_stream()>>>(
-      static_cast<const ir::ProgNode*>(buf->data), a);
+      static_cast<const ir::ProgNode*>(buf->data), a, nullptr);
   REEL_CUDA_CHECK_LAUNCH("ir_eval_kernel");
 }
 
