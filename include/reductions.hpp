@@ -53,7 +53,7 @@ inline ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, cons
 
 // What a reduction computes, for devices that cannot run the host function `f` (CUDA runs
 // its own kernel per kind; None: not available there).
-enum class RunKind { None, Sum, Mean, Prod, Max, Min };
+enum class RunKind { None, Sum, Mean, Prod, Max, Min, ArgMax, ArgMin };
 
 // Applies `f(const T* run, int64_t len) -> R` to every reduced run of x.
 template <class R, RunKind K = RunKind::None, class T, class D, class F>
@@ -65,7 +65,8 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
       require_host_memory<D>(fn);
     } else {
       auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
-      if (p.inner == 0 && (K == RunKind::Max || K == RunKind::Min) && p.outer > 0)
+      constexpr bool extreme = K == RunKind::Max || K == RunKind::Min || K == RunKind::ArgMax || K == RunKind::ArgMin;
+      if (p.inner == 0 && extreme && p.outer > 0)
         raise<index_error>(fn, ": cannot reduce over a zero-size dimension");
       DeviceBackend<D>::template reduce_runs<K>(xp.data_ptr(), out.data_ptr(), p.outer, p.inner);
     }
@@ -371,7 +372,7 @@ Tensor<int64_t, detail::device_t<X>> argmax(const X& xe, std::optional<int64_t> 
   REEL_REQUIRE_ORDERED(T, "argmax");
   auto x = detail::materialize(xe);
   if (!dim) x = x.reshape({-1});
-  return detail::reduce_runs<int64_t>(x, dim ? Shape{*dim} : Shape{0}, dim ? keepdim : false, "argmax",
+  return detail::reduce_runs<int64_t, detail::RunKind::ArgMax>(x, dim ? Shape{*dim} : Shape{0}, dim ? keepdim : false, "argmax",
                                       [](const T* p, int64_t n) { return detail::arg_extreme_run<true>(p, n, "argmax"); });
 }
 template <TensorLike X>
@@ -380,7 +381,7 @@ Tensor<int64_t, detail::device_t<X>> argmin(const X& xe, std::optional<int64_t> 
   REEL_REQUIRE_ORDERED(T, "argmin");
   auto x = detail::materialize(xe);
   if (!dim) x = x.reshape({-1});
-  return detail::reduce_runs<int64_t>(x, dim ? Shape{*dim} : Shape{0}, dim ? keepdim : false, "argmin",
+  return detail::reduce_runs<int64_t, detail::RunKind::ArgMin>(x, dim ? Shape{*dim} : Shape{0}, dim ? keepdim : false, "argmin",
                                       [](const T* p, int64_t n) { return detail::arg_extreme_run<false>(p, n, "argmin"); });
 }
 
@@ -549,21 +550,24 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& x
   if constexpr (std::is_same_v<Dv, Meta>) {
     return empty<R, Dv>(x.sizes());
   } else {
-    detail::require_host_memory<Dv>("cumsum");
     auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
     auto out = empty<R, Dv>(xt.sizes());
     int64_t len = xt.dim() ? xt.size(-1) : 1, lines = len ? xt.numel() / len : 0;
     const T* s = xt.data_ptr();
     R* o = out.data_ptr();
-    detail::parallel_range(lines, [&](int64_t b, int64_t e) {
-      for (int64_t l = b; l < e; ++l) {
-        compute_t<R> acc{};
-        for (int64_t i = 0; i < len; ++i) {
-          acc += convert<compute_t<R>>(s[l * len + i]);
-          o[l * len + i] = convert<R>(acc);
+    if constexpr (std::is_same_v<Dv, CUDA>) {
+      detail::DeviceBackend<Dv>::scan_lines(s, o, lines, len);  // (Thrust)
+    } else {
+      detail::parallel_range(lines, [&](int64_t b, int64_t e) {
+        for (int64_t l = b; l < e; ++l) {
+          compute_t<R> acc{};
+          for (int64_t i = 0; i < len; ++i) {
+            acc += convert<compute_t<R>>(s[l * len + i]);
+            o[l * len + i] = convert<R>(acc);
+          }
         }
-      }
-    }, 64);
+      }, 64);
+    }
     if (x.dim() == 0) return out.reshape({});
     return out.transpose(d, -1).contiguous();
   }

@@ -215,9 +215,30 @@ TEST_CASE("cuda: sort and topk (Thrust) match the CPU, NaN last ascending, ties 
   CHECK(sort(dev(empty<float>({0, 4})), 1).values.numel() == 0);
 }
 
+TEST_CASE("cuda: argmax / argmin and cumsum match the CPU (first NaN wins, ties to the first)") {
+  REQUIRE_GPU();
+  auto a = host_randn({9, 300});
+  a.select(0, 1).select(0, 100).fill_(NAN);
+  a.select(0, 1).select(0, 200).fill_(NAN);
+  a.select(0, 2).slice(0, 5, 9).fill_(7.0f);  // a tied maximum
+  a.select(0, 3).slice(0, 5, 9).fill_(-7.0f);  // a tied minimum
+  auto d = dev(a);
+  CHECK(host(argmax(d, 1)).to_vector() == argmax(a, 1).to_vector());
+  CHECK(host(argmin(d, 1)).to_vector() == argmin(a, 1).to_vector());
+  CHECK(host(argmax(d, 0, true)).to_vector() == argmax(a, 0, true).to_vector());  // short runs
+  CHECK(argmax(d).item() == argmax(a).item());
+  CHECK(argmin(dev(host_randn({1 << 20}))).item() >= 0);
+  CHECK_THROWS_AS(argmax(dev(empty<float>({3, 0})), 1), index_error);
+  auto c = host_randn({5, 1000});
+  CHECK_CLOSE_T(host(cumsum(dev(c), 1)), cumsum(c, 1), 1e-4, 1e-4);
+  CHECK_CLOSE_T(host(cumsum(dev(c), 0)), cumsum(c, 0), 1e-5, 1e-5);
+  auto ci = arange<int32_t>(0, 100).reshape({10, 10});
+  CHECK(host(cumsum(dev(ci), 1)).to_vector() == cumsum(ci, 1).to_vector());  // int32 sums in int64
+}
+
 TEST_CASE("cuda: ops that only have a host loop say so instead of reading device memory") {
   REQUIRE_GPU();
   auto d = dev(host_randn({4, 5}));
-  CHECK_THROWS_WITH_AS(cumsum(d, 1), doctest::Contains("not implemented for CUDA"), not_implemented_error);
-  CHECK_THROWS_WITH_AS(argmax(d), doctest::Contains("not implemented for CUDA"), not_implemented_error);
+  CHECK_THROWS_WITH_AS(max(d, 1), doctest::Contains("gather: not implemented for CUDA"), not_implemented_error);
+  CHECK_THROWS_WITH_AS(histc(d, 10), doctest::Contains("histc: not implemented for CUDA"), not_implemented_error);
 }

@@ -9,7 +9,11 @@
 // (broadcast strides, contiguous dims merged); each element's operand offsets come from an
 // offset calculator with 64-bit arithmetic (no int32 index anywhere).
 #include <thrust/execution_policy.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/iterator/transform_output_iterator.h>
 #include <thrust/iterator/zip_iterator.h>
+#include <thrust/scan.h>
 #include <thrust/sequence.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
@@ -107,9 +111,12 @@ __global__ void __launch_bounds__(256) index_fill_kernel(T* p, int64_t n, F f) {
 }
 
 // ------------------------------------------------------------------ reductions
+// Each kind: Acc (the running value), init / lift (an element at position j of its run) /
+// combine (associative and commutative: blocks combine in any order) / finish.
 template <RunKind K, class T, class R>
 struct RunOp {
   using Acc = compute_t<std::conditional_t<K == RunKind::Max || K == RunKind::Min || K == RunKind::Mean, T, R>>;
+  REEL_HD static Acc lift(const T& x, int64_t) { return convert<Acc>(x); }
   REEL_HD static Acc init() {
     if constexpr (K == RunKind::Prod)
       return Acc(1);
@@ -138,6 +145,29 @@ struct RunOp {
   }
   static constexpr bool needs_first = K == RunKind::Max || K == RunKind::Min;
 };
+// argmax / argmin: (value, position) pairs; the first NaN wins, then the extreme value, ties
+// to the smaller position (PyTorch's rule), which is a total order.
+template <class C>
+struct ValPos {
+  C v;
+  int64_t i;
+};
+template <RunKind K, class T, class R>
+  requires(K == RunKind::ArgMax || K == RunKind::ArgMin)
+struct RunOp<K, T, R> {
+  using C = compute_t<T>;
+  using Acc = ValPos<C>;
+  REEL_HD static Acc lift(const T& x, int64_t j) { return {convert<C>(x), j}; }
+  REEL_HD static Acc init() { return {C(0), INT64_MAX}; }  // (never the answer: runs are not empty)
+  REEL_HD static Acc combine(Acc a, Acc b) {
+    const bool na = a.v != a.v, nb = b.v != b.v;
+    if (na || nb) return na && nb ? (a.i < b.i ? a : b) : (na ? a : b);
+    if (a.v != b.v) return (K == RunKind::ArgMax ? a.v > b.v : a.v < b.v) ? a : b;
+    return a.i < b.i ? a : b;
+  }
+  REEL_HD static R finish(Acc a, int64_t) { return static_cast<R>(a.i); }
+  static constexpr bool needs_first = true;
+};
 
 // Reduces one value per thread of the block into thread 0 (blockDim.x a power of two <= 256).
 template <class Op, class Acc>
@@ -162,8 +192,8 @@ __global__ void __launch_bounds__(256) reduce_rows_kernel(const T* src, R* dst, 
   using Acc = typename Op::Acc;
   for (int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
     const T* p = src + row * inner;
-    Acc a = Op::needs_first ? convert<Acc>(p[0]) : Op::init();
-    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) a = Op::combine(a, convert<Acc>(p[j]));
+    Acc a = Op::needs_first ? Op::lift(p[0], 0) : Op::init();
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) a = Op::combine(a, Op::lift(p[j], j));
     a = block_reduce<Op>(a);
     if (threadIdx.x == 0) dst[row] = Op::finish(a, inner);
   }
@@ -175,8 +205,8 @@ __global__ void __launch_bounds__(256) reduce_short_kernel(const T* src, R* dst,
   using Acc = typename Op::Acc;
   REEL_CUDA_GRID_STRIDE(row, outer) {
     const T* p = src + row * inner;
-    Acc a = Op::needs_first && inner > 0 ? convert<Acc>(p[0]) : Op::init();
-    for (int64_t j = 0; j < inner; ++j) a = Op::combine(a, convert<Acc>(p[j]));
+    Acc a = Op::needs_first && inner > 0 ? Op::lift(p[0], 0) : Op::init();
+    for (int64_t j = 0; j < inner; ++j) a = Op::combine(a, Op::lift(p[j], j));
     dst[row] = Op::finish(a, inner);
   }
 }
@@ -213,6 +243,13 @@ struct DivBy {
 struct ModBy {
   int64_t n;
   REEL_HD int64_t operator()(int64_t i) const { return i % n; }
+};
+template <class To>
+struct ConvertTo {
+  template <class X>
+  REEL_HD To operator()(const X& x) const {
+    return convert<To>(x);
+  }
 };
 
 }  // namespace detail::cuda
@@ -270,20 +307,23 @@ struct DeviceBackend<CUDA> {
     cudaStream_t s = cuda::current_stream();
     using Op = cuda::RunOp<K, T, R>;
     using Acc = typename Op::Acc;
-    if (outer == 1 && inner >= (int64_t(1) << 16)) {
-      // one long run: Thrust's device-wide reduction (all SMs), then the result back
-      Acc init = Op::needs_first ? Acc(0) : Op::init();
-      if constexpr (Op::needs_first) {
-        T first;
-        cuda::copy_bytes(&first, src, sizeof(T), cudaMemcpyDeviceToHost);
-        init = convert<Acc>(first);
+    constexpr bool arg = K == RunKind::ArgMax || K == RunKind::ArgMin;
+    if constexpr (!arg) {
+      if (outer == 1 && inner >= (int64_t(1) << 16)) {
+        // one long run: Thrust's device-wide reduction (all SMs), then the result back
+        Acc init = Op::init();
+        if constexpr (Op::needs_first) {
+          T first;
+          cuda::copy_bytes(&first, src, sizeof(T), cudaMemcpyDeviceToHost);
+          init = convert<Acc>(first);
+        }
+        Acc a = thrust::transform_reduce(thrust::cuda::par.on(s), src, src + inner, cuda::ToAcc<K, T, R>{}, init,
+                                         cuda::Combine<K, T, R>{});
+        R r = Op::finish(a, inner);
+        cuda::copy_bytes(dst, &r, sizeof(R), cudaMemcpyHostToDevice);
+        REEL_CUDA_CHECK(cudaStreamSynchronize(s));  // (r lives on this stack frame)
+        return;
       }
-      Acc a = thrust::transform_reduce(thrust::cuda::par.on(s), src, src + inner, cuda::ToAcc<K, T, R>{}, init,
-                                       cuda::Combine<K, T, R>{});
-      R r = Op::finish(a, inner);
-      cuda::copy_bytes(dst, &r, sizeof(R), cudaMemcpyHostToDevice);
-      REEL_CUDA_CHECK(cudaStreamSynchronize(s));  // (r lives on this stack frame)
-      return;
     }
     if (inner < 64) {
       const Launch1D l = launch_1d(outer, 256, 1);
@@ -294,6 +334,20 @@ struct DeviceBackend<CUDA> {
       cuda::reduce_rows_kernel<K, T, R><<<blocks, 256, 0, s>>>(src, dst, outer, inner);
       REEL_CUDA_CHECK_LAUNCH("reduce_rows_kernel");
     }
+  }
+
+  // dst = the running sums of each of `lines` contiguous lines of n elements of src, added
+  // in R's compute type (a segmented scan: the key of element i is its line, i / n).
+  template <class T, class R>
+  static void scan_lines(const T* src, R* dst, int64_t lines, int64_t n) {
+    const int64_t total = lines * n;
+    if (total == 0) return;
+    using C = compute_t<R>;
+    auto keys = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), cuda::DivBy{n});
+    auto in = thrust::make_transform_iterator(src, cuda::ConvertTo<C>{});
+    auto out = thrust::make_transform_output_iterator(dst, cuda::ConvertTo<R>{});
+    thrust::inclusive_scan_by_key(thrust::cuda::par.on(cuda::current_stream()), keys, keys + total, in, out);
+    REEL_CUDA_CHECK_LAUNCH("thrust inclusive_scan_by_key");
   }
 
   // Sorts each of `lines` contiguous lines of n elements of src stably into vals, with each
