@@ -398,7 +398,6 @@ template <bool Scatter, class T, class D>
 Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t, D>& idx, int64_t d, const Shape& out_sizes) {
   auto out = empty<T, D>(out_sizes);
   if constexpr (!std::is_same_v<D, Meta>) {
-    require_host_memory<D>(Scatter ? "scatter_add" : "gather");
     out.fill_(T(0));
     if (out.numel() == 0 || idx.numel() == 0) return out;
     auto st = src.detach().transpose(d, -1).contiguous();
@@ -408,6 +407,10 @@ Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t
     const T* s = st.data_ptr();
     const int64_t* ip = it.data_ptr();
     T* o = ot.data_ptr();
+    if constexpr (std::is_same_v<D, CUDA>) {
+      DeviceBackend<D>::template gather_lines<Scatter>(s, ip, o, lines, k, n);
+      return ot.transpose(d, -1).contiguous();
+    }
     for (int64_t l = 0; l < lines; ++l)
       for (int64_t j = 0; j < k; ++j) {
         int64_t i = ip[l * k + j];

@@ -64,17 +64,24 @@ Tensor<T, D> embedding(const Tensor<I, D>& input, const Tensor<T, D>& weight) {
   static_assert(std::is_integral_v<I> && !std::is_same_v<I, bool>, "reel::embedding: indices must be integers");
   REEL_CHECK(weight.dim() == 2, value_error, "embedding: weight must be [num_embeddings, embedding_dim], got shape ",
              weight.sizes());
-  reel::detail::require_host_memory<D>("embedding");
   auto idx = input.template to<int64_t>().contiguous().reshape({-1});
   if constexpr (!std::is_same_v<D, Meta>) {
-    const int64_t* ip = idx.data_ptr();
+    const auto iv = std::is_same_v<D, CUDA> ? idx.to_vector() : std::vector<int64_t>();  // (CUDA: checked on the host)
+    const int64_t* ip = std::is_same_v<D, CUDA> ? iv.data() : idx.data_ptr();
     for (int64_t k = 0; k < idx.numel(); ++k)
       REEL_CHECK(ip[k] >= 0 && ip[k] < weight.size(0), index_error, "embedding: index ", ip[k], " is out of range for ",
                  weight.size(0), " embeddings");
   }
   Shape s = input.sizes();
   s.push_back(weight.size(1));
-  return detail_emb::embedding_rows(weight, idx).reshape(s);
+  if constexpr (std::is_same_v<D, CUDA>) {
+    // rows of weight: a gather along dim 0 (its backward, a scatter-add, runs on the GPU too)
+    const int64_t n = idx.numel(), E = weight.size(1);
+    auto rows = Tensor<int64_t, D>(idx.reshape({n, 1}).expand({n, E}).contiguous());
+    return reel::detail::gather_along(weight, rows, 0).reshape(s);
+  } else {
+    return detail_emb::embedding_rows(weight, idx).reshape(s);
+  }
 }
 
 namespace detail_norm {

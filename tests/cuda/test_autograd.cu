@@ -104,6 +104,23 @@ TEST_CASE("cuda autograd: a two-layer network's gradients (matmul, broadcast bia
   for (size_t k = 0; k < g.size(); ++k) CHECK_CLOSE_T(g[k], c[k], 1e-5, 1e-4);
 }
 
+TEST_CASE("cuda autograd: embedding (a gather) and its scatter-add backward match the CPU, repeated rows included") {
+  REQUIRE_GPU();
+  auto W0 = host_randn<float>({50, 16});
+  auto ids = tensor<int64_t>({3, 7, 3, 49, 0, 3, 7, 12}).reshape({2, 4});
+  auto run = [&]<class D>(D) {
+    auto W = leaf<float, D>(W0);
+    Tensor<float, D> e = nn::functional::embedding(on<D>(ids), W);
+    Tensor<float, D> y = sum(Tensor<float, D>(tanh(e) * e));
+    y.backward();
+    return std::pair{to_host(e), to_host(W.grad())};
+  };
+  auto [ge, gw] = run(CUDA{});
+  auto [ce, cw] = run(CPU{});
+  CHECK_CLOSE_T(ge, ce, 0, 0);
+  CHECK_CLOSE_T(gw, cw, 1e-6, 1e-5);
+}
+
 TEST_CASE("cuda autograd: complex CUDA tensors cannot require grad yet (a clear error)") {
   REQUIRE_GPU();
   auto z = empty<std::complex<float>, CUDA>({2});

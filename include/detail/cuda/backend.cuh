@@ -210,6 +210,32 @@ __global__ void __launch_bounds__(256) reduce_short_kernel(const T* src, R* dst,
     dst[row] = Op::finish(a, inner);
   }
 }
+// ------------------------------------------------------------------ gather / scatter-add
+// Element j of line l: gather o[l, j] = s[l, idx[l, j]] (s lines of n), scatter-add
+// o[l, idx[l, j]] += s[l, j] (o lines of n; atomic). An index out of [0, n) sets *bad.
+template <class T> inline constexpr bool atomic_add_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
+    std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>;
+template <bool Scatter, class T>
+__global__ void __launch_bounds__(256) gather_lines_kernel(const T* s, const int64_t* idx, T* o, int64_t k, int64_t n,
+                                                          int64_t total, int64_t* bad) {
+  REEL_CUDA_GRID_STRIDE(e, total) {
+    const int64_t l = e / k, i = idx[e];
+    if (i < 0 || i >= n) {
+      atomicCAS(reinterpret_cast<unsigned long long*>(bad), 0ull, static_cast<unsigned long long>(e) + 1);
+      continue;
+    }
+    if constexpr (Scatter) {
+      if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, uint64_t>)
+        atomicAdd(reinterpret_cast<unsigned long long*>(o + l * n + i), static_cast<unsigned long long>(s[e]));
+      else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t> || std::is_floating_point_v<T>)
+        atomicAdd(o + l * n + i, s[e]);
+    } else {
+      o[e] = s[l * n + i];
+    }
+  }
+}
+
 template <RunKind K, class T, class R>
 struct ToAcc {
   REEL_HD typename RunOp<K, T, R>::Acc operator()(const T& x) const { return convert<typename RunOp<K, T, R>::Acc>(x); }
@@ -333,6 +359,31 @@ struct DeviceBackend<CUDA> {
       const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(outer, kMaxBlocks));
       cuda::reduce_rows_kernel<K, T, R><<<blocks, 256, 0, s>>>(src, dst, outer, inner);
       REEL_CUDA_CHECK_LAUNCH("reduce_rows_kernel");
+    }
+  }
+
+  // gather (Scatter false) / scatter-add (true) of `lines` lines: k indices per line, lines of
+  // n elements on the indexed side. An out-of-range index raises index_error (as on the CPU).
+  template <bool Scatter, class T>
+  static void gather_lines(const T* s, const int64_t* idx, T* o, int64_t lines, int64_t k, int64_t n) {
+    if constexpr (Scatter && !cuda::atomic_add_v<T>) {
+      raise<not_implemented_error>("scatter_add (and gather's backward): not implemented for ",
+                                   dtype_name(scalar_type_v<T>), " CUDA tensors yet");
+    } else {
+      const int64_t total = lines * k;
+      if (total == 0) return;
+      auto flag = make_tensor<int64_t, CUDA>({1});
+      flag.fill_(0);
+      const Launch1D l = launch_1d(total);
+      cuda::gather_lines_kernel<Scatter><<<static_cast<unsigned>(l.blocks), l.threads, 0, cuda::current_stream()>>>(
+          s, idx, o, k, n, total, flag.mutable_data_ptr());
+      REEL_CUDA_CHECK_LAUNCH("gather_lines_kernel");
+      const int64_t bad = flag.item();  // (waits)
+      if (bad) {
+        int64_t i = 0;
+        cuda::copy_bytes(&i, idx + (bad - 1), sizeof i, cudaMemcpyDeviceToHost);
+        raise<index_error>("gather: index ", i, " is out of bounds for size ", n);
+      }
     }
   }
 
