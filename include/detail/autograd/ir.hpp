@@ -7,6 +7,9 @@
 //     in ops.hpp) to another graph, instantiated by calling the rules on symbolic operands.
 // Backward and forward mode then build new graphs (adjoints, tangents) by walking a graph
 // at run time, and one non-template evaluator runs any graph as a fused pass over chunks.
+// Graphs are built per device (the Dev parameter of every builder): a CUDA graph's tables
+// carry the device's storage, its evaluator (one fused kernel, ir_program.hpp) and each
+// op's device function.
 // So differentiating an expression, and differentiating that derivative again, costs no
 // new template instantiations per expression type: only one table per (op, type) pair.
 #include <cstring>
