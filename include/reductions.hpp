@@ -409,17 +409,17 @@ Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t
     T* o = ot.data_ptr();
     if constexpr (std::is_same_v<D, CUDA>) {
       DeviceBackend<D>::template gather_lines<Scatter>(s, ip, o, lines, k, n);
-      return ot.transpose(d, -1).contiguous();
+    } else {
+      for (int64_t l = 0; l < lines; ++l)
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t i = ip[l * k + j];
+          REEL_CHECK(i >= 0 && i < n, index_error, "gather: index ", i, " is out of bounds for size ", n);
+          if constexpr (Scatter)
+            o[l * n + i] += s[l * k + j];
+          else
+            o[l * k + j] = s[l * n + i];
+        }
     }
-    for (int64_t l = 0; l < lines; ++l)
-      for (int64_t j = 0; j < k; ++j) {
-        int64_t i = ip[l * k + j];
-        REEL_CHECK(i >= 0 && i < n, index_error, "gather: index ", i, " is out of bounds for size ", n);
-        if constexpr (Scatter)
-          o[l * n + i] += s[l * k + j];
-        else
-          o[l * k + j] = s[l * n + i];
-      }
     return ot.transpose(d, -1).contiguous();
   }
   return out;
