@@ -433,6 +433,18 @@ const std::vector<Tensor<T, D>>& gather_state(std::vector<Tensor<T, D>>& into, c
   return into;
 }
 
+// After a fused step wrote them in place: the versions of the parameters and their moments.
+template <class T, class D>
+void bump_adam_versions(const AdamOptions& o, const std::vector<Tensor<T, D>>& params,
+                        const std::vector<AdamState<T, D>*>& states) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].bump_version();
+    states[i]->exp_avg.bump_version();
+    states[i]->exp_avg_sq.bump_version();
+    if (o.amsgrad()) states[i]->max_exp_avg_sq.bump_version();
+  }
+}
+
 // The same update as adam_update's foreach sequence (same operations in the same order on
 // each element), fused into one pass per parameter over cache-sized blocks: the moments and
 // parameters are read and written once instead of once per foreach op. For contiguous
@@ -509,12 +521,7 @@ bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T
       reel::detail::parallel_range(static_cast<int64_t>(params.size()), range, 1);
     else
       range(0, static_cast<int64_t>(params.size()));
-    for (size_t i = 0; i < params.size(); ++i) {
-      params[i].bump_version();
-      states[i]->exp_avg.bump_version();
-      states[i]->exp_avg_sq.bump_version();
-      if (o.amsgrad()) states[i]->max_exp_avg_sq.bump_version();
-    }
+    bump_adam_versions(o, params, states);
     return true;
   }
 }

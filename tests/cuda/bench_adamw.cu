@@ -13,33 +13,12 @@
 
 #include <cuda.hpp>
 
+#include "bench_timing.cuh"
+
 using namespace reel;
 
 namespace {
 
-// Median over `reps` runs of f (after `warmup` runs) of the GPU time between two events.
-template <class F>
-double median_ms(F&& f, int warmup = 5, int reps = 31) {
-  cudaStream_t s = detail::cuda::current_stream();
-  cudaEvent_t a, b;
-  REEL_CUDA_CHECK(cudaEventCreate(&a));
-  REEL_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<float> ms;
-  for (int i = 0; i < reps; ++i) {
-    REEL_CUDA_CHECK(cudaEventRecord(a, s));
-    f();
-    REEL_CUDA_CHECK(cudaEventRecord(b, s));
-    REEL_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    REEL_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  REEL_CUDA_CHECK(cudaEventDestroy(a));
-  REEL_CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // 1000 parameter sizes shaped like a transformer's: a few large matrices, many vectors.
 std::vector<int64_t> param_sizes() {
@@ -64,7 +43,7 @@ void bench_adamw() {
   }
   const auto opts = optim::AdamWOptions(1e-3).weight_decay(0.01);
   optim::AdamW<float, CUDA> opt(params, opts);
-  const double fused = median_ms([&] { opt.step(); });
+  const double fused = median_ms([&] { opt.step(); }, 5, 31);
 
   // The same per-element update (detail::cuda::mt::AdamOp) launched once per parameter on the
   // optimizer's own state (created by the steps above).
@@ -91,7 +70,7 @@ void bench_adamw() {
             {step_size, bc2_sqrt});
       detail::cuda::mt::multi_tensor_apply<float>(w, op);
     }
-  });
+  }, 5, 31);
   std::printf("adamw_step params=%zu elements=%lld fused_ms=%.3f per_tensor_ms=%.3f speedup=%.2f\n", sizes.size(),
               static_cast<long long>(total), fused, per_tensor, per_tensor / fused);
 }
@@ -102,10 +81,10 @@ void bench_foreach_add() {
     a.push_back(full<float, CUDA>({1024}, 1.0f));
     b.push_back(full<float, CUDA>({1024}, 1e-3f));
   }
-  const double fused = median_ms([&] { foreach::add_(a, b, 0.5); });
+  const double fused = median_ms([&] { foreach::add_(a, b, 0.5); }, 5, 31);
   const double per_tensor = median_ms([&] {
     for (size_t i = 0; i < a.size(); ++i) a[i].add_(b[i], 0.5f);
-  });
+  }, 5, 31);
   std::printf("foreach_add tensors=1000x1024 fused_ms=%.3f per_tensor_ms=%.3f speedup=%.2f\n", fused, per_tensor,
               per_tensor / fused);
 }

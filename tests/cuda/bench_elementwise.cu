@@ -4,31 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cuda.hpp>
+
+#include "bench_timing.cuh"
 #include <vector>
 
 using namespace reel;
 
-template <class F>
-double median_ms(F&& f, int reps = 15) {
-  cudaEvent_t a, b;
-  REEL_CUDA_CHECK(cudaEventCreate(&a));
-  REEL_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();  // warm-up (also fills the allocator's cache)
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    REEL_CUDA_CHECK(cudaEventRecord(a, gpu::current_stream()));
-    f();
-    REEL_CUDA_CHECK(cudaEventRecord(b, gpu::current_stream()));
-    REEL_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    REEL_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  REEL_CUDA_CHECK(cudaEventDestroy(a));
-  REEL_CUDA_CHECK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
 
 int main() {
   if (!gpu::is_available()) {
@@ -58,7 +39,7 @@ int main() {
   auto a2 = a.view({n >> 14, 1 << 14}), o2 = out.view({n >> 14, 1 << 14});
   report("a*row_bcast", median_ms([&] { o2.copy_(a2 * row); }), 2 * gb);
   auto at = a.view({1 << 14, n >> 14}).transpose(0, 1);  // [n >> 14, 1 << 14], strided
-  report("transpose_copy", median_ms([&] { o2.copy_(at); }, 5), 2 * gb);
+  report("transpose_copy", median_ms([&] { o2.copy_(at); }, 3, 5), 2 * gb);
   auto ah = a.to<reel::half>(), bh = b.to<reel::half>(), ch = c.to<reel::half>();
   auto oh = empty<reel::half, CUDA>({n});
   report("a*b+c_half", median_ms([&] { oh.copy_(ah * bh + ch); }), 2 * gb);

@@ -20,6 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <cuda.hpp>
+
+#include "bench_timing.cuh"
 #include <functional>
 #include <vector>
 
@@ -50,28 +52,6 @@ Tensor<reel::bfloat16, CUDA> random_bf16(Shape s, uint64_t seed, float scale) {
   return t;
 }
 
-// Median milliseconds of `reps` runs of f after `warm` untimed ones.
-double median_ms(const std::function<void()>& f, int warm, int reps) {
-  cudaStream_t s = reel::gpu::current_stream();
-  for (int i = 0; i < warm; ++i) f();
-  cudaEvent_t a, b;
-  BENCH_CUDA(cudaEventCreate(&a));
-  BENCH_CUDA(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    BENCH_CUDA(cudaEventRecord(a, s));
-    f();
-    BENCH_CUDA(cudaEventRecord(b, s));
-    BENCH_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  BENCH_CUDA(cudaEventDestroy(a));
-  BENCH_CUDA(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // The baseline product: column-major D[n, n] = A B with bf16 inputs, fp32 accumulation,
 // straight through cuBLASLt (the same flops as reel's row-major product of the same buffers).

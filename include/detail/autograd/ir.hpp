@@ -544,15 +544,16 @@ inline void evaluate(const Graph& g, std::span<const TensorImpl* const> leaves, 
                      std::span<TensorImpl* const> outs, const std::vector<char>& live) {
   g.nodes[roots[0]].type->device->evaluate(g, leaves, roots, outs, live);
 }
-inline void evaluate_cpu(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
-                     std::span<TensorImpl* const> outs, const std::vector<char>& live) {
-  const Shape& osz = outs[0]->sizes;
-  if (numel_of(osz) == 0) return;
-  thread_local std::vector<int> order, leaf_op;  // reused: no allocation per call
+// The operands of evaluating `roots` of g into `outs` (for either evaluator): the outputs,
+// then each live leaf slot's tensor once (leaf_op[k]: its operand, -1 when unused), each
+// base pointer at the operand's first element (offsets then count elements from there);
+// `order` gets the live nodes in order.
+inline void live_operands(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
+                          std::span<TensorImpl* const> outs, const std::vector<char>& live, Operands& ops,
+                          std::vector<int>& order, std::vector<int>& leaf_op) {
   order.clear();
   leaf_op.assign(g.leaves.size(), -1);
-  Operands ops;
-  for (auto* o : outs) ops.add(static_cast<unsigned char*>(o->storage->data), o->sizes, o->strides);
+  for (auto* o : outs) ops.add(o->storage->data, o->sizes, o->strides);
   for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
     if (!live[i]) continue;
     order.push_back(i);
@@ -560,19 +561,27 @@ inline void evaluate_cpu(const Graph& g, std::span<const TensorImpl* const> leav
     if (n.kind == Kind::Leaf && leaf_op[n.leaf] < 0) {
       const TensorImpl* t = leaves[n.leaf];
       REEL_CHECK(t, error, "autograd: a saved tensor is missing");
+      REEL_CHECK(t->device == outs[0]->device, error, "autograd: a graph's tensors are on different devices");
       REEL_CHECK(ops.n < kMaxOperands, not_implemented_error, "autograd: a derivative expression with more than ",
                  kMaxOperands - 1, " operands");
       leaf_op[n.leaf] = ops.n;
-      ops.add(static_cast<const unsigned char*>(t->storage->data), t->sizes, t->strides);
+      ops.add(t->storage->data, t->sizes, t->strides);
     }
   }
-  // operands hold element offsets: fold each operand's storage offset into its base pointer
   for (size_t r = 0; r < outs.size(); ++r)
     ops.base[r] = static_cast<const unsigned char*>(ops.base[r]) + outs[r]->offset * g.nodes[roots[r]].type->size;
   for (size_t k = 0; k < g.leaves.size(); ++k) {
     int q = leaf_op[k];
     if (q >= 0) ops.base[q] = static_cast<const unsigned char*>(ops.base[q]) + leaves[k]->offset * g.leaves[k]->size;
   }
+}
+
+inline void evaluate_cpu(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
+                         std::span<TensorImpl* const> outs, const std::vector<char>& live) {
+  if (numel_of(outs[0]->sizes) == 0) return;
+  thread_local std::vector<int> order, leaf_op;  // reused: no allocation per call
+  Operands ops;
+  live_operands(g, leaves, roots, outs, live, ops, order, leaf_op);
   EvalState s{&g, order, leaf_op, roots, static_cast<int>(roots.size())};
   // every output has the same shape; operand 0 defines the iteration space
   run_rows(ops, &s, &eval_rows);

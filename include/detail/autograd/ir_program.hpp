@@ -122,24 +122,8 @@ bool prepare_program(const Graph& g, std::span<const TensorImpl* const> leaves, 
   const int64_t numel = numel_of(outs[0]->sizes);
   if (numel == 0) return false;
   thread_local std::vector<int> order, leaf_op;
-  order.clear();
-  leaf_op.assign(g.leaves.size(), -1);
   Operands ops;
-  for (auto* o : outs) ops.add(o->storage->data, o->sizes, o->strides);
-  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
-    if (!live[i]) continue;
-    order.push_back(i);
-    const IrNode& n = g.nodes[i];
-    if (n.kind == Kind::Leaf && leaf_op[n.leaf] < 0) {
-      const TensorImpl* t = leaves[n.leaf];
-      REEL_CHECK(t, error, "autograd: a saved tensor is missing");
-      REEL_CHECK(t->device == outs[0]->device, error, "autograd: a graph's tensors are on different devices");
-      REEL_CHECK(ops.n < kMaxOperands, not_implemented_error, "autograd: a derivative expression with more than ",
-                 kMaxOperands - 1, " operands");
-      leaf_op[n.leaf] = ops.n;
-      ops.add(t->storage->data, t->sizes, t->strides);
-    }
-  }
+  live_operands(g, leaves, roots, outs, live, ops, order, leaf_op);
   build_program(g, order, leaf_op, roots, fn_of, prog, a);
   IterPlan plan;
   plan_iteration(ops, plan);
@@ -152,13 +136,7 @@ bool prepare_program(const Graph& g, std::span<const TensorImpl* const> leaves, 
     a.sizes[d] = plan.sizes[d];
     for (int k = 0; k < ops.n; ++k) a.strides[d][k] = plan.stride(k, d);
   }
-  // offsets count elements from each operand's first one
-  for (size_t r = 0; r < outs.size(); ++r)
-    a.base[r] = static_cast<const unsigned char*>(outs[r]->storage->data) + outs[r]->offset * a.root_size[r];
-  for (size_t k = 0; k < g.leaves.size(); ++k)
-    if (leaf_op[k] >= 0)
-      a.base[leaf_op[k]] =
-          static_cast<const unsigned char*>(leaves[k]->storage->data) + leaves[k]->offset * g.leaves[k]->size;
+  for (int k = 0; k < ops.n; ++k) a.base[k] = ops.base[k];
   return true;
 }
 

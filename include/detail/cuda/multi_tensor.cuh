@@ -572,12 +572,7 @@ struct DeviceOptim<CUDA> {
         run(fill(cuda::mt::AdamOp<C, true>{}), cuda::mt::Work<5, 2>{});
       else
         run(fill(cuda::mt::AdamOp<C, false>{}), cuda::mt::Work<4, 2>{});
-      for (size_t i = 0; i < params.size(); ++i) {
-        params[i].bump_version();
-        states[i]->exp_avg.bump_version();
-        states[i]->exp_avg_sq.bump_version();
-        if (o.amsgrad()) states[i]->max_exp_avg_sq.bump_version();
-      }
+      optim::detail::bump_adam_versions(o, params, states);
       return true;
     }
   }
