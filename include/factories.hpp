@@ -106,13 +106,15 @@ namespace detail {
 template <class T> using range_acc_t = std::conditional_t<std::is_same_v<T, float>, float, double>;
 
 // Element i of linspace(start, end, steps): the first half counts up from start, the
-// second half down from end, so both ends are exact and no error accumulates.
+// second half down from end, so both ends are exact and no error accumulates. The product
+// and the sum are rounded separately (mul_rn, add_rn), so the CPU and CUDA agree bit for bit.
 template <class A>
 REEL_HD A linspace_value(A start, A end, int64_t steps, int64_t i) {
   if (steps == 1) return start;
   A step = (end - start) / static_cast<A>(steps - 1);
   int64_t halfway = steps / 2;
-  return i < halfway ? start + step * static_cast<A>(i) : end - step * static_cast<A>(steps - 1 - i);
+  return i < halfway ? add_rn(start, mul_rn(step, static_cast<A>(i)))
+                     : add_rn(end, -mul_rn(step, static_cast<A>(steps - 1 - i)));
 }
 template <class T, class A>
 REEL_HD T round_range_value(A v) {
@@ -150,10 +152,13 @@ template <class T, class D = CPU>
 Tensor<T, D> logspace(double start, double end, int64_t steps, double base = 10.0) {
   static_assert(!is_complex_v<T>, "reel::logspace: complex ranges are not supported");
   REEL_CHECK(steps >= 0, value_error, "logspace: number of steps must be non-negative, got ", steps);
-  using A = detail::range_acc_t<T>;
+  // In double for every T (float too): pow is correctly rounded nowhere (glibc's double pow
+  // is within 1 ulp, CUDA's within 2), and a double result rounded once to float (or half)
+  // is the correctly rounded float unless it lies within those few double ulps of a halfway
+  // point, so the CPU and CUDA agree but for such ties (at most 1 ulp of T apart).
   return detail::fill_by_index<T, D>(steps, [=] REEL_HD(int64_t i) {
-    A e = detail::linspace_value<A>(static_cast<A>(start), static_cast<A>(end), steps, i);
-    return detail::round_range_value<T>(std::pow(static_cast<A>(base), e));
+    double e = detail::linspace_value<double>(start, end, steps, i);
+    return detail::round_range_value<T>(std::pow(base, e));
   });
 }
 
@@ -193,7 +198,7 @@ Tensor<T, D> arange(S start, E end, P step = 1) {
     double s = static_cast<double>(start), e = static_cast<double>(end), st = static_cast<double>(step);
     int64_t n = detail::arange_size(s, e, st);
     return detail::fill_by_index<T, D>(n, [=] REEL_HD(int64_t i) {
-      return detail::round_range_value<T>(s + static_cast<double>(i) * st);
+      return detail::round_range_value<T>(detail::add_rn(s, detail::mul_rn(static_cast<double>(i), st)));
     });
   }
 }

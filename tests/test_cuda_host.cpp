@@ -3,8 +3,13 @@
 // kernels use (against offsets computed straight from sizes and strides).
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <random>
 #include <reel.hpp>
 #include <set>
+#include <thread>
 
 #include "detail/device_cache.hpp"
 #include "detail/launch_plan.hpp"
@@ -14,15 +19,21 @@ using namespace reel::detail;
 
 namespace {
 // A fake device: hands out distinct addresses, counts calls, and runs out of memory past
-// `capacity` bytes.
+// `capacity` bytes. Its events complete when the test says so (complete) or waits for them.
 struct FakeBackend {
-  static inline int64_t capacity = int64_t(1) << 40, used = 0, allocs = 0, releases = 0;
+  static inline int64_t capacity = int64_t(1) << 40, used = 0, allocs = 0, releases = 0, syncs = 0;
   static inline uintptr_t next = 0x10000;
   static inline std::map<void*, size_t> live;
+  struct Event {
+    StreamId stream;
+    bool done = false, destroyed = false;
+  };
+  static inline std::vector<Event> events;
   static void reset(int64_t cap) {
     capacity = cap;
-    used = allocs = releases = 0;
+    used = allocs = releases = syncs = 0;
     live.clear();
+    events.clear();
   }
   static void* allocate(size_t n, int) {
     if (used + static_cast<int64_t>(n) > capacity) return nullptr;
@@ -39,9 +50,29 @@ struct FakeBackend {
     live.erase(p);
     ++releases;
   }
+  static size_t record_event(int, StreamId s) {
+    events.push_back({s});
+    return events.size() - 1;
+  }
+  static bool event_done(size_t e) {
+    REQUIRE(!events[e].destroyed);
+    return events[e].done;
+  }
+  static void event_synchronize(size_t e) {
+    REQUIRE(!events[e].destroyed);
+    events[e].done = true;
+    ++syncs;
+  }
+  static void destroy_event(size_t e) {
+    REQUIRE(!events[e].destroyed);
+    events[e].destroyed = true;
+  }
+  static void complete(StreamId s) {
+    for (auto& e : events)
+      if (e.stream == s) e.done = true;
+  }
 };
-const void* stream_a = reinterpret_cast<const void*>(0xA);
-const void* stream_b = reinterpret_cast<const void*>(0xB);
+constexpr StreamId stream_a = 0xA, stream_b = 0xB, stream_c = 0xC, stream_d = 0xD;
 }  // namespace
 
 TEST_CASE("device cache: sizes round to 512 B below 1 MiB and to 2 MiB above") {
@@ -75,19 +106,24 @@ TEST_CASE("device cache: a freed block is reused on its stream and counted") {
   CHECK(c.stats().peak_allocated == 1024);
 }
 
-TEST_CASE("device cache: best fit within twice the request; no huge block for a small request") {
+TEST_CASE("device cache: best fit; a small request takes no block over twice its size") {
   FakeBackend::reset(int64_t(1) << 40);
   BlockCache<FakeBackend> c;
   void* big = c.allocate(8 << 20, 0, stream_a);
   void* mid = c.allocate(3 << 20, 0, stream_a);
   c.free(big);
   c.free(mid);
-  CHECK(c.allocate(3 << 20, 0, stream_a) == mid);   // 4 MiB block (rounded), exact bucket
-  void* small = c.allocate(1 << 20, 0, stream_a);  // 2 MiB: the 8 MiB block is > 2x, so fresh
+  CHECK(c.allocate(3 << 20, 0, stream_a) == mid);    // 4 MiB block (rounded), exact bucket
+  void* small = c.allocate(512 << 10, 0, stream_a);  // small: the 8 MiB block is > 2x, so fresh
   CHECK(small != big);
-  void* four = c.allocate(4 << 20, 0, stream_a);  // the 8 MiB block fits (<= 2 x 4 MiB)
+  CHECK(c.block_size(small) == (512 << 10));
+  void* four = c.allocate(4 << 20, 0, stream_a);  // large: the 8 MiB block, split
   CHECK(four == big);
-  CHECK(FakeBackend::allocs == 3);
+  CHECK(c.block_size(four) == (4 << 20));
+  CHECK(c.cached_bytes() == (4 << 20));  // its other half
+  // A small request of 1 MiB (rounded): the 4 MiB half is > 2x, so fresh.
+  CHECK(c.allocate((1 << 20) - 100, 0, stream_a) != static_cast<char*>(big) + (4 << 20));
+  CHECK(FakeBackend::allocs == 4);
 }
 
 TEST_CASE("device cache: out of memory empties the cache, retries, then raises with figures") {
@@ -114,6 +150,271 @@ TEST_CASE("device cache: out of memory empties the cache, retries, then raises w
   CHECK(FakeBackend::used == 0);
   CHECK(c.stats().reserved == 0);
   CHECK_THROWS_AS(c.free(reinterpret_cast<void*>(0x1)), error);
+}
+
+TEST_CASE("device cache: a block recorded on another stream is reused only after that stream's event") {
+  FakeBackend::reset(int64_t(1) << 40);
+  BlockCache<FakeBackend> c;
+  void* p = c.allocate(1000, 0, stream_a);
+  c.record_stream(p, stream_b);
+  c.free(p);
+  REQUIRE(FakeBackend::events.size() == 1);
+  CHECK(FakeBackend::events[0].stream == stream_b);
+  CHECK(c.stats().pending == 1024);
+  CHECK(c.stats().reserved == 1024);
+  CHECK(c.cached_bytes() == 0);
+  void* q = c.allocate(1000, 0, stream_a);  // b may still be reading p
+  CHECK(q != p);
+  CHECK(FakeBackend::allocs == 2);
+  FakeBackend::complete(stream_b);
+  void* r = c.allocate(1000, 0, stream_a);
+  CHECK(r == p);
+  CHECK(FakeBackend::events[0].destroyed);
+  CHECK(c.stats().pending == 0);
+  CHECK(c.stats().cache_hits == 1);
+  c.free(r);  // the recorded use ended with the first free: no event this time
+  CHECK(FakeBackend::events.size() == 1);
+  CHECK(c.allocate(1000, 0, stream_b) != p);  // still a's block
+  CHECK(c.allocate(1000, 0, stream_a) == p);
+  CHECK_THROWS_AS(c.record_stream(reinterpret_cast<void*>(0x1), stream_b), error);
+}
+
+TEST_CASE("device cache: several recorded streams; the allocation stream or a repeat records nothing") {
+  FakeBackend::reset(int64_t(1) << 40);
+  BlockCache<FakeBackend> c;
+  void* p = c.allocate(4 << 20, 0, stream_a);
+  c.record_stream(p, stream_a);
+  c.record_stream(p, stream_b);
+  c.record_stream(p, stream_b);
+  c.record_stream(p, stream_c);
+  c.free(p);
+  REQUIRE(FakeBackend::events.size() == 2);
+  CHECK(FakeBackend::events[0].stream == stream_b);
+  CHECK(FakeBackend::events[1].stream == stream_c);
+  FakeBackend::complete(stream_b);
+  CHECK(c.allocate(4 << 20, 0, stream_a) != p);  // c's event is still pending
+  CHECK(FakeBackend::events[0].destroyed);
+  CHECK_FALSE(FakeBackend::events[1].destroyed);
+  CHECK(c.stats().pending == (4 << 20));
+  FakeBackend::complete(stream_c);
+  CHECK(c.allocate(4 << 20, 0, stream_a) == p);
+  CHECK(FakeBackend::events[1].destroyed);
+  CHECK(c.stats().pending == 0);
+
+  void* own = c.allocate(1000, 0, stream_a);
+  c.record_stream(own, stream_a);
+  c.free(own);
+  CHECK(FakeBackend::events.size() == 2);  // straight back to a's list
+  CHECK(c.allocate(1000, 0, stream_a) == own);
+}
+
+TEST_CASE("device cache: empty_cache and the out-of-memory retry wait for pending events") {
+  FakeBackend::reset(int64_t(4) << 20);
+  BlockCache<FakeBackend> c;
+  void* p = c.allocate(4 << 20, 0, stream_a);
+  c.record_stream(p, stream_b);
+  c.free(p);
+  // The device is full: p's event is waited for, its segment released, and b's request retried.
+  void* q = c.allocate(2 << 20, 0, stream_b);
+  CHECK(FakeBackend::syncs == 1);
+  CHECK(FakeBackend::events[0].destroyed);
+  CHECK(FakeBackend::releases == 1);
+  CHECK(FakeBackend::live.count(p) == 0);
+  CHECK(c.stats().reserved == (2 << 20));
+  CHECK(c.stats().pending == 0);
+  c.record_stream(q, stream_c);
+  c.free(q);
+  CHECK(c.stats().pending == (2 << 20));
+  c.empty_cache();
+  CHECK(FakeBackend::syncs == 2);
+  CHECK(FakeBackend::releases == 2);
+  CHECK(FakeBackend::used == 0);
+  CHECK(c.stats().reserved == 0);
+  CHECK(c.stats().pending == 0);
+  CHECK(c.cached_bytes() == 0);
+}
+
+TEST_CASE("device cache: large blocks split, merge back when freed, and only whole segments are released") {
+  FakeBackend::reset(int64_t(1) << 40);
+  BlockCache<FakeBackend> c;
+  char* base = static_cast<char*>(c.allocate(10 << 20, 0, stream_a));
+  c.free(base);
+  void* x = c.allocate(2 << 20, 0, stream_a);  // the front of the 10 MiB block; 8 MiB stay cached
+  void* y = c.allocate(3 << 20, 0, stream_a);  // 4 MiB, the front of those 8
+  void* z = c.allocate(4 << 20, 0, stream_a);  // the last 4 MiB: an exact fit, nothing to split
+  CHECK(x == base);
+  CHECK(y == base + (2 << 20));
+  CHECK(z == base + (6 << 20));
+  CHECK(c.block_size(y) == (4 << 20));
+  CHECK(FakeBackend::allocs == 1);
+  CHECK(c.stats().cache_hits == 3);
+  CHECK(c.stats().allocated == (10 << 20));
+  CHECK(c.stats().reserved == (10 << 20));
+  CHECK(c.cached_bytes() == 0);
+  c.free(y);
+  c.free(x);  // merges with y's block: one 6 MiB block at the base
+  CHECK(c.cached_bytes() == (6 << 20));
+  void* w = c.allocate(6 << 20, 0, stream_a);
+  CHECK(w == base);
+  CHECK(c.block_size(w) == (6 << 20));
+  c.free(z);
+  c.free(w);  // the whole segment is one block again
+  void* all = c.allocate(10 << 20, 0, stream_a);
+  CHECK(all == base);
+  CHECK(FakeBackend::allocs == 1);
+  c.free(all);
+
+  void* s2 = c.allocate(12 << 20, 0, stream_a);  // a second segment: the cached 10 MiB is too small
+  c.free(s2);
+  void* part = c.allocate(8 << 20, 0, stream_a);  // best fit: the 10 MiB segment, split
+  CHECK(part == base);
+  CHECK(c.cached_bytes() == (14 << 20));  // its 2 MiB rest and the 12 MiB segment
+  c.empty_cache();                        // releases the 12 MiB segment only
+  CHECK(FakeBackend::releases == 1);
+  CHECK(FakeBackend::live.count(s2) == 0);
+  CHECK(FakeBackend::live.count(base) == 1);
+  CHECK(c.stats().reserved == (10 << 20));
+  CHECK(c.cached_bytes() == (2 << 20));
+  c.free(part);
+  CHECK(c.cached_bytes() == (10 << 20));
+  c.empty_cache();
+  CHECK(FakeBackend::releases == 2);
+  CHECK(FakeBackend::used == 0);
+  CHECK(c.stats().reserved == 0);
+  CHECK(c.stats().backend_frees == 2);
+}
+
+TEST_CASE("device cache: a destroyed stream's blocks go to a list every stream takes from") {
+  FakeBackend::reset(int64_t(1) << 40);
+  BlockCache<FakeBackend> c;
+  void* p = c.allocate(1000, 0, stream_b);
+  char* big = static_cast<char*>(c.allocate(8 << 20, 0, stream_b));
+  void* live = c.allocate(2000, 0, stream_b);
+  void* parked = c.allocate(4 << 20, 0, stream_b);
+  c.record_stream(parked, stream_a);
+  c.free(p);
+  c.free(big);
+  c.free(parked);  // waits for a's event
+  void* other = c.allocate(1000, 0, stream_a);
+  CHECK(other != p);  // b's block is b's
+  c.stream_destroyed(stream_b);
+  void* p2 = c.allocate(1000, 0, stream_a);
+  CHECK(p2 == p);
+  char* part = static_cast<char*>(c.allocate(2 << 20, 0, stream_a));  // the shared 8 MiB block, split
+  CHECK(part == big);
+  c.free(part);  // back to a's list: it does not merge with the shared 6 MiB rest
+  void* fresh = c.allocate(8 << 20, 0, stream_a);
+  CHECK(fresh != big);
+  void* rest = c.allocate(6 << 20, 0, stream_c);
+  CHECK(rest == big + (2 << 20));
+  c.free(live);  // allocated on b before it was destroyed: shared
+  void* live2 = c.allocate(2000, 0, stream_d);
+  CHECK(live2 == live);
+  FakeBackend::complete(stream_a);
+  void* parked2 = c.allocate(4 << 20, 0, stream_d);
+  CHECK(parked2 == parked);
+  for (void* q : {other, p2, fresh, rest, live2, parked2}) c.free(q);
+  c.empty_cache();  // (big's segment is free in two lists, a's and c's: released all the same)
+  CHECK(FakeBackend::used == 0);
+  CHECK(FakeBackend::releases == FakeBackend::allocs);
+  CHECK(c.stats().reserved == 0);
+}
+
+namespace {
+// Thread-safe, and slow to allocate and release, like cudaMalloc and cudaFree.
+struct SlowBackend {
+  static inline std::mutex mu;
+  static inline uintptr_t next = 0x10000;
+  static inline std::map<void*, size_t> live;
+  static inline int64_t used = 0, allocs = 0, releases = 0, bad_releases = 0;
+  static void* allocate(size_t n, int) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::lock_guard<std::mutex> lock(mu);
+    void* p = reinterpret_cast<void*>(next);
+    next += n + 4096;
+    live[p] = n;
+    used += static_cast<int64_t>(n);
+    ++allocs;
+    return p;
+  }
+  static void release(void* p, int) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = live.find(p);
+    if (it == live.end()) {
+      ++bad_releases;
+      return;
+    }
+    used -= static_cast<int64_t>(it->second);
+    live.erase(it);
+    ++releases;
+  }
+  static int record_event(int, StreamId) { return 0; }
+  static bool event_done(int) { return true; }
+  static void event_synchronize(int) {}
+  static void destroy_event(int) {}
+};
+}  // namespace
+
+TEST_CASE("device cache: two threads on their own streams, backend calls made outside the lock") {
+  BlockCache<SlowBackend> c;
+  std::mutex mu;
+  std::map<uintptr_t, uintptr_t> in_use;  // [start, end) of every block handed out
+  int64_t overlaps = 0;
+  std::atomic<int64_t> requests{0};
+  auto claim = [&](void* p, size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), b = a + n;
+    auto it = in_use.lower_bound(a);
+    if (it != in_use.end() && it->first < b) ++overlaps;
+    if (it != in_use.begin() && std::prev(it)->second > a) ++overlaps;
+    in_use.emplace(a, b);
+  };
+  auto unclaim = [&](void* p) {
+    std::lock_guard<std::mutex> lock(mu);
+    in_use.erase(reinterpret_cast<uintptr_t>(p));
+  };
+  auto work = [&](StreamId s, StreamId other, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<void*> held;
+    for (int i = 0; i < 300; ++i) {
+      if (held.size() < 6 && rng() % 3 != 0) {
+        const size_t n = rng() % 2 ? 1 + rng() % (900 << 10) : (1 << 20) + rng() % (9 << 20);
+        void* p = c.allocate(n, 0, s);
+        ++requests;
+        claim(p, n);
+        if (rng() % 4 == 0) c.record_stream(p, other);
+        held.push_back(p);
+      } else if (!held.empty()) {
+        const size_t k = rng() % held.size();
+        unclaim(held[k]);
+        c.free(held[k]);
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+      if (i % 100 == 99) c.empty_cache();
+    }
+    for (void* p : held) {
+      unclaim(p);
+      c.free(p);
+    }
+  };
+  std::thread t1(work, stream_a, stream_b, 1u), t2(work, stream_b, stream_a, 2u);
+  t1.join();
+  t2.join();
+  const DeviceMemoryStats st = c.stats();
+  CHECK(overlaps == 0);
+  CHECK(st.allocated == 0);
+  CHECK(st.cache_hits > 0);
+  CHECK(st.cache_hits + st.backend_allocs == requests.load());  // each request: one or the other
+  CHECK(st.backend_allocs == SlowBackend::allocs);
+  CHECK(st.backend_frees == SlowBackend::releases);
+  CHECK(st.reserved == SlowBackend::used);
+  CHECK(st.reserved == c.cached_bytes() + st.pending);
+  c.empty_cache();
+  CHECK(SlowBackend::bad_releases == 0);
+  CHECK(SlowBackend::used == 0);
+  CHECK(SlowBackend::releases == SlowBackend::allocs);
+  CHECK(c.stats().reserved == 0);
 }
 
 TEST_CASE("launch geometry: 64-bit element counts, capped grids, every element visited once") {
@@ -181,16 +482,20 @@ void check_calc(const std::vector<std::pair<Shape, Shape>>& ops, int64_t expect_
   plan_iteration(o, p);
   CHECK(p.nd == expect_nd);
   auto calc = make_offset_calc<N>(p);
+  CHECK(calc.fast);  // (small: the 32-bit dividers)
+  auto slow = calc;
+  slow.fast = false;  // the 64-bit path, which tensors of 2^31 elements or more take
   auto want = naive_offsets(ops);
   REQUIRE(p.numel == static_cast<int64_t>(want.size()));
   int64_t bad = 0;
   for (int64_t i = 0; i < p.numel; ++i) {
-    int64_t off[N];
+    int64_t off[N], off64[N];
     if (calc.linear())
       for (int k = 0; k < N; ++k) off[k] = i * calc.strides[0][k];
     else
       calc.get(i, off);
-    for (int k = 0; k < N; ++k) bad += off[k] != want[i][k];
+    slow.get(i, off64);
+    for (int k = 0; k < N; ++k) bad += (off[k] != want[i][k]) + (off64[k] != want[i][k]);
   }
   CHECK(bad == 0);
 }
@@ -209,6 +514,61 @@ TEST_CASE("offset calculator: contiguous, broadcast, transposed and sliced opera
   check_calc<3>({{{5, 3}, {3, 1}}, {{5, 1}, {1, 1}}, {{3}, {1}}}, 2);
   // 0-d
   check_calc<2>({{{}, {}}, {{}, {}}}, 1);
+}
+
+TEST_CASE("fast divider: n / d as a multiply-high for every divisor class and the edge dividends") {
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 2000; ++d) divisors.push_back(d);
+  for (int e = 1; e <= 31; ++e) {
+    const uint32_t p = uint32_t(1) << e;
+    divisors.insert(divisors.end(), {p - 1, p, p + 1});
+  }
+  std::mt19937 rng(13);
+  for (int k = 0; k < 3000; ++k) divisors.push_back(1 + rng() % (uint32_t(1) << 31));
+  const uint32_t top = (uint32_t(1) << 31) - 1;  // the largest dividend the kernels pass
+  int64_t bad = 0, checked = 0;
+  for (uint32_t d : divisors) {
+    if (d > (uint32_t(1) << 31)) continue;
+    FastDivider f(d);
+    std::vector<uint32_t> ns = {0, 1, 2, d - 1, d, top, top - 1, top / d * d, top / d * d - 1};
+    if (d < top) ns.push_back(d + 1);
+    for (int k = 0; k < 40; ++k) ns.push_back(rng() % (top + uint64_t(1)));
+    for (uint32_t n : ns) {
+      if (n > top) continue;
+      bad += f.div(n) != n / d;
+      ++checked;
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(checked > 100000);
+  CHECK_THROWS_AS(FastDivider(0), value_error);
+}
+
+TEST_CASE("offset calculator: 2^31 elements or more take the 64-bit path") {
+  Operands o;
+  float dummy = 0;
+  const int64_t rows = int64_t(1) << 16, cols = (int64_t(1) << 15) + 3;  // 2^31 + 3 * 2^16 elements
+  const Shape size{rows, cols}, row_major{cols, 1}, col_major{1, rows};  // (Operands keeps pointers to them)
+  o.add(&dummy, size, row_major);
+  o.add(&dummy, size, col_major);  // transposed: two dims stay
+  IterPlan p;
+  plan_iteration(o, p);
+  REQUIRE(p.nd == 2);
+  auto calc = make_offset_calc<2>(p);
+  CHECK_FALSE(calc.fast);
+  for (int64_t i : {int64_t(0), cols - 1, cols, (int64_t(1) << 31) + 5, rows * cols - 1}) {
+    int64_t off[2];
+    calc.get(i, off);
+    CHECK(off[0] == i);
+    CHECK(off[1] == (i % cols) * rows + i / cols);
+  }
+  Operands small;
+  const Shape small_size{rows, 3}, small_rows{3, 1}, small_cols{1, rows};
+  small.add(&dummy, small_size, small_rows);
+  small.add(&dummy, small_size, small_cols);
+  IterPlan q;
+  plan_iteration(small, q);
+  CHECK(make_offset_calc<2>(q).fast);
 }
 
 TEST_CASE("offset calculator: too many dims after merging is a clear error") {

@@ -110,6 +110,32 @@ TEST_CASE("linspace: float and double, edge cases") {
   CHECK(detail::linspace_value<double>(0.0, 1.0, n, (int64_t(1) << 32) + (int64_t(1) << 31)) == 0.75);
 }
 
+// tests/fp_contract_probe.cpp, compiled where g++ fuses a * b + c
+float probe_plain_mad(float a, float b, float c);
+float probe_rn_mad(float a, float b, float c);
+double probe_rn_mad(double a, double b, double c);
+
+TEST_CASE("mul_rn / add_rn round twice even where the compiler contracts a * b + c into an FMA") {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("fma")) {
+    MESSAGE("no FMA instructions on this CPU: nothing to contract");
+    return;
+  }
+#endif
+  // a * b = 1 + 2^-11 + 2^-24 (exactly, in double): rounded to float the 2^-24 is lost, fused it
+  // survives the subtraction of 1.
+  const float a = 1.0f + 0x1p-12f, b = 1.0f + 0x1p-12f, c = -1.0f;
+  volatile float p = a * b;  // (a store: rounded to float here, never fused)
+  const float twice = p + c, once = std::fma(a, b, c);
+  REQUIRE(twice != once);
+  CHECK(probe_plain_mad(a, b, c) == once);  // the probe's flags do contract
+  CHECK(probe_rn_mad(a, b, c) == twice);
+  const double ad = 1.0 + 0x1p-27, cd = -1.0;
+  volatile double pd = ad * ad;
+  CHECK(probe_rn_mad(ad, ad, cd) == pd + cd);
+  CHECK(probe_rn_mad(ad, ad, cd) != std::fma(ad, ad, cd));
+}
+
 TEST_CASE("logspace and arange in half round once") {
   const Table th = make_table(true);
   auto l = as_doubles(logspace<half>(0, 2, 9));

@@ -1,7 +1,57 @@
 #pragma once
 // Functions that device code calls too (op bodies, element conversion) are marked REEL_HD.
+#include <type_traits>
+
 #if defined(__CUDACC__)
 #define REEL_HD __host__ __device__
 #else
 #define REEL_HD
 #endif
+
+namespace reel::detail {
+
+// A product and a sum, each rounded on its own, on every device and under any flags. nvcc
+// contracts `a * b + c` into one fused multiply-add by default (--fmad=true), and g++ does
+// too with -ffp-contract=fast (its default in GNU mode) where FMA instructions exist
+// (-march=native): one rounding instead of two, so the same formula gives different last bits
+// on the CPU and the GPU. Code whose results must agree bit for bit across devices (the range
+// factories) spells out the two roundings with these. On the device they are the _rn
+// intrinsics, which nvcc never contracts; on the host the product passes through an empty
+// asm statement that the optimizer cannot see through, so it cannot fuse it into an FMA.
+template <class A>
+REEL_HD inline A mul_rn(A a, A b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<A, float>)
+    return __fmul_rn(a, b);
+  else if constexpr (std::is_same_v<A, double>)
+    return __dmul_rn(a, b);
+  else
+    return a * b;
+#else
+  A p = a * b;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  if constexpr (std::is_floating_point_v<A>) asm("" : "+x"(p));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  if constexpr (std::is_floating_point_v<A>) asm("" : "+w"(p));
+#else
+  volatile A q = p;
+  p = q;
+#endif
+  return p;
+#endif
+}
+template <class A>
+REEL_HD inline A add_rn(A a, A b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<A, float>)
+    return __fadd_rn(a, b);
+  else if constexpr (std::is_same_v<A, double>)
+    return __dadd_rn(a, b);
+  else
+    return a + b;
+#else
+  return a + b;  // (contraction needs the product visible, which mul_rn hides)
+#endif
+}
+
+}  // namespace reel::detail

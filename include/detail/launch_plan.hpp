@@ -40,19 +40,71 @@ inline int64_t grid_stride_count(const Launch1D& l, int64_t b, int64_t t, int64_
 // coalescing leaves fewer than 4 in nearly every real case).
 inline constexpr int kMaxKernelDims = 12;
 
+// Unsigned division by a divisor fixed at launch, as a multiply-high, an add and a shift
+// (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994):
+// a GPU has no integer divider, and a 64-bit division is a ~100-instruction routine per
+// dimension per element. With s = ceil(log2 d) and m = floor(2^32 (2^s - d) / d) + 1,
+// n / d = (umulhi(n, m) + n) >> s for 0 <= n < 2^31 (the sum then fits in 32 bits).
+struct FastDivider {
+  uint32_t d = 1, m = 1, s = 0;
+  FastDivider() = default;
+  explicit FastDivider(uint32_t divisor) : d(divisor) {
+    REEL_CHECK(divisor >= 1 && divisor <= (uint32_t(1) << 31), value_error, "FastDivider: divisor ", divisor,
+               " out of [1, 2^31]");
+    while ((uint64_t(1) << s) < d) ++s;
+    m = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << s) - d)) / d + 1);
+  }
+  REEL_HD uint32_t div(uint32_t n) const {
+#if defined(__CUDA_ARCH__)
+    const uint32_t t = __umulhi(n, m);
+#else
+    const uint32_t t = static_cast<uint32_t>((uint64_t(n) * m) >> 32);
+#endif
+    return (t + n) >> s;
+  }
+};
+// Largest iteration space whose indices go through FastDivider (every n < 2^31).
+inline constexpr int64_t kFastIndexLimit = int64_t(1) << 31;
+
+// Calls f(d, r) for each dim d (last to first) with r the coordinate of element i along d
+// (row-major over sizes[0..nd)). fast: numel < kFastIndexLimit, divisions by divs[d].
+template <class F>
+REEL_HD inline void for_each_coord(int64_t i, int nd, const int64_t* sizes, const FastDivider* divs, bool fast, F&& f) {
+  if (fast) {
+    uint32_t j = static_cast<uint32_t>(i);
+    for (int d = nd - 1; d >= 0; --d) {
+      const uint32_t q = divs[d].div(j);
+      f(d, static_cast<int64_t>(j - q * divs[d].d));
+      j = q;
+    }
+  } else {
+    for (int d = nd - 1; d >= 0; --d) {
+      const int64_t q = i / sizes[d];
+      f(d, i - q * sizes[d]);
+      i = q;
+    }
+  }
+}
+// Fills sizes' dividers; returns whether numel allows the 32-bit path.
+inline bool make_dividers(int nd, const int64_t* sizes, int64_t numel, FastDivider* divs) {
+  if (numel >= kFastIndexLimit) return false;
+  for (int d = 0; d < nd; ++d) divs[d] = FastDivider(static_cast<uint32_t>(std::max<int64_t>(sizes[d], 1)));
+  return true;
+}
+
 // Element i of the iteration space -> the element offset of each of NOps operands.
 template <int NOps>
 struct OffsetCalc {
   int nd = 1;
+  bool fast = false;  // numel < 2^31: indices decomposed with 32-bit dividers
   int64_t sizes[kMaxKernelDims] = {};
+  FastDivider divs[kMaxKernelDims] = {};
   int64_t strides[kMaxKernelDims][NOps] = {};
   REEL_HD void get(int64_t i, int64_t* off) const {
     for (int k = 0; k < NOps; ++k) off[k] = 0;
-    for (int d = nd - 1; d >= 0; --d) {
-      const int64_t q = i / sizes[d], r = i - q * sizes[d];
-      i = q;
+    for_each_coord(i, nd, sizes, divs, fast, [&](int d, int64_t r) {
       for (int k = 0; k < NOps; ++k) off[k] += r * strides[d][k];
-    }
+    });
   }
   // True when every operand's offset is i times its stride along the single dim (the kernel
   // then skips the divisions).
@@ -70,6 +122,7 @@ OffsetCalc<NOps> make_offset_calc(const IterPlan& p) {
     c.sizes[d] = p.sizes[d];
     for (int k = 0; k < NOps; ++k) c.strides[d][k] = p.stride(k, d);
   }
+  c.fast = make_dividers(c.nd, c.sizes, p.numel, c.divs);
   return c;
 }
 

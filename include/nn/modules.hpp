@@ -65,9 +65,9 @@ Tensor<T, D> embedding(const Tensor<I, D>& input, const Tensor<T, D>& weight) {
   REEL_CHECK(weight.dim() == 2, value_error, "embedding: weight must be [num_embeddings, embedding_dim], got shape ",
              weight.sizes());
   auto idx = input.template to<int64_t>().contiguous().reshape({-1});
-  if constexpr (!std::is_same_v<D, Meta>) {
-    const auto iv = std::is_same_v<D, CUDA> ? idx.to_vector() : std::vector<int64_t>();  // (CUDA: checked on the host)
-    const int64_t* ip = std::is_same_v<D, CUDA> ? iv.data() : idx.data_ptr();
+  // (CUDA: the gather checks every index on the device, reported at the next synchronization)
+  if constexpr (std::is_same_v<D, CPU>) {
+    const int64_t* ip = idx.data_ptr();
     for (int64_t k = 0; k < idx.numel(); ++k)
       REEL_CHECK(ip[k] >= 0 && ip[k] < weight.size(0), index_error, "embedding: index ", ip[k], " is out of range for ",
                  weight.size(0), " embeddings");

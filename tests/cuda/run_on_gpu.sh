@@ -1,33 +1,144 @@
 #!/usr/bin/env bash
-# Builds and runs every CUDA test and benchmark on a machine with a GPU, in a few minutes,
-# and prints a short table last. Usage: tests/cuda/run_on_gpu.sh [build-dir]
+# The CUDA tests and benchmarks on a GPU machine that has nvcc, CMake and ninja but no Eigen,
+# no doctest and no package registry (the device tool's H200 machines), in a few minutes.
+#
+#   tests/cuda/run_on_gpu.sh --prepare   here, without a GPU: build the tests and benchmarks
+#                                        (sm_90 machine code, Release, one device-linked module)
+#                                        and put them, with Eigen's and doctest's headers for a
+#                                        rebuild there, into gpu-carry/ (ignored by git);
+#                                        checks that it fits what a GPU run can carry
+#   tests/cuda/run_on_gpu.sh --dry-run   here: everything the GPU run does short of using a GPU:
+#                                        the carried binaries start and their tests report
+#                                        "no CUDA device", the shared libraries resolve, and the
+#                                        fallback build configures against the carried headers
+#   tests/cuda/run_on_gpu.sh             there (with gpu-carry/ carried): run the carried
+#                                        binaries; if they cannot start on that machine's
+#                                        system, rebuild from source with the carried headers
+#                                        first. Logs go to $OUT (or build/gpu-logs), a table last.
+#
+# The device tool's call (one command, gpu-carry/ carried):
+#   run(command="bash tests/cuda/run_on_gpu.sh", carry=["gpu-carry"], timeout_s=540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${1:-build/cuda-gpu}
+ROOT=$PWD
+CARRY=$ROOT/gpu-carry
+BUILD=${REEL_GPU_BUILD:-$ROOT/build/cuda-sm90}
+MAX_CARRY_MB=48  # of the 64 MiB a GPU run may carry, leaving room for the work tree
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-LOG=$BUILD/logs
-mkdir -p "$LOG"
+CUDA_HOME=$(cd "$(dirname "$NVCC")/.." 2>/dev/null && pwd)
+export LD_LIBRARY_PATH="$CUDA_HOME/lib64:$CUDA_HOME/lib:$CUDA_HOME/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+BINARIES=(reel_cuda_tests bench_elementwise bench_matmul_lce bench_adamw)
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || { echo "no GPU visible"; exit 1; }
-ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+configure() {  # configure <build dir> [extra cmake args...]
+  local dir=$1
+  shift
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S tests/cuda -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 "$@"
+}
 
-start=$(date +%s)
-cmake -S tests/cuda -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
-  -DCMAKE_CUDA_ARCHITECTURES="${ARCH:-90}" >"$LOG/configure.txt" 2>&1 || { tail -30 "$LOG/configure.txt"; exit 1; }
-cmake --build "$BUILD" -j"$(nproc)" >"$LOG/build.txt" 2>&1 || { grep -m20 -A5 error "$LOG/build.txt"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
+prepare() {
+  local start=$SECONDS
+  configure "$BUILD" || return 1
+  cmake --build "$BUILD" -j"$(nproc)" || return 1
+  rm -rf "$CARRY"
+  mkdir -p "$CARRY/bin" "$CARRY/include"
+  for b in "${BINARIES[@]}"; do
+    [ -x "$BUILD/$b" ] || { echo "prepare: $BUILD/$b was not built"; return 1; }
+    cp "$BUILD/$b" "$CARRY/bin/"
+  done
+  local eigen doctest
+  eigen=$(find /usr/include /usr/local/include -maxdepth 2 -name signature_of_eigen3_matrix_library -printf '%h\n' 2>/dev/null | head -1)
+  doctest=$(find /usr/include /usr/local/include -maxdepth 2 -path '*/doctest/doctest.h' -printf '%h\n' 2>/dev/null | head -1)
+  [ -n "$eigen" ] && [ -n "$doctest" ] || { echo "prepare: Eigen or doctest headers not found"; return 1; }
+  cp -r "$eigen" "$CARRY/include/eigen3"
+  cp -r "$doctest" "$CARRY/include/doctest"
+  git rev-parse HEAD >"$CARRY/commit" 2>/dev/null || true
+  git status --porcelain -- include tests/cuda >"$CARRY/uncommitted" 2>/dev/null || true
+  local mb
+  mb=$(du -sm "$CARRY" | cut -f1)
+  echo "prepare: gpu-carry/ holds ${mb} MiB (at most $MAX_CARRY_MB), built in $((SECONDS - start)) s"
+  [ "$mb" -le "$MAX_CARRY_MB" ] || { echo "prepare: gpu-carry/ is too large to carry"; return 1; }
+  echo 'next, on the GPU: run(command="bash tests/cuda/run_on_gpu.sh", carry=["gpu-carry"], timeout_s=540)'
+}
 
-status=0
-timeout 180 "$BUILD/reel_cuda_tests" >"$LOG/tests.txt" 2>&1 || status=$?
-tail -40 "$LOG/tests.txt"
-for b in "$BUILD"/bench_*; do
-  [ -x "$b" ] || continue
-  timeout 90 "$b" >"$LOG/$(basename "$b").txt" 2>&1 || echo "$(basename "$b") exited with $?" >>"$LOG/$(basename "$b").txt"
-done
+# Whether every carried binary starts here (its shared libraries resolve).
+binaries_start() {
+  local ok=0
+  for b in "${BINARIES[@]}"; do
+    if [ ! -x "$CARRY/bin/$b" ]; then
+      echo "missing: gpu-carry/bin/$b"
+      ok=1
+    elif ldd "$CARRY/bin/$b" 2>&1 | grep -q "not found"; then
+      echo "$b: unresolved libraries:"
+      ldd "$CARRY/bin/$b" | grep "not found"
+      ok=1
+    fi
+  done
+  return $ok
+}
 
-echo
-echo "================ reel CUDA summary ================"
-grep -E "test cases:|assertions:" "$LOG/tests.txt" | sed 's/^/tests  /'
-cat "$LOG"/bench_*.txt 2>/dev/null
-echo "total: $(( $(date +%s) - start )) s, tests exit status $status"
-exit $status
+dry_run() {
+  [ -d "$CARRY/bin" ] || { echo "dry run: no gpu-carry/ (run --prepare first)"; return 1; }
+  local mb status=0
+  mb=$(du -sm "$CARRY" | cut -f1)
+  echo "dry run: gpu-carry/ ${mb} MiB (at most $MAX_CARRY_MB)"
+  [ "$mb" -le "$MAX_CARRY_MB" ] || status=1
+  binaries_start || status=1
+  # The test binary starts, and without a GPU every case says so instead of failing.
+  # (Its summary is not echoed: every case returned early, which is no test result.)
+  local out cases
+  out=$("$CARRY/bin/reel_cuda_tests" 2>&1)
+  cases=$(echo "$out" | grep -c "no CUDA device: skipped")
+  echo "dry run: the test binary starts; $cases test cases reported no CUDA device"
+  [ "$cases" -gt 0 ] || { echo "dry run: the tests did not report a missing GPU"; status=1; }
+  echo "$out" | grep -qE "test cases: *[0-9]+ \| *[0-9]+ passed \| *0 failed" || { echo "$out" | tail -20; status=1; }
+  # The fallback build configures against the carried headers alone.
+  configure "$ROOT/build/cuda-dry-run" -DREEL_CARRIED_HEADERS="$CARRY/include" \
+    >"$ROOT/build/cuda-dry-run.log" 2>&1 || { tail -20 "$ROOT/build/cuda-dry-run.log"; status=1; }
+  echo "dry run: the GPU run would execute: ${BINARIES[*]} (from gpu-carry/bin, or rebuilt in $BUILD)"
+  [ $status = 0 ] && echo "dry run: ok" || echo "dry run: FAILED"
+  return $status
+}
+
+on_gpu() {
+  local logs=${OUT:-$ROOT/build/gpu-logs} start=$SECONDS bin=$CARRY/bin
+  mkdir -p "$logs"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader | tee "$logs/summary.txt" ||
+    { echo "no GPU visible"; return 1; }
+  [ -f "$CARRY/commit" ] && echo "binaries of commit $(cat "$CARRY/commit") $( [ -s "$CARRY/uncommitted" ] && echo '+ uncommitted changes')" | tee -a "$logs/summary.txt"
+  if [ ! -d "$bin" ] || ! binaries_start >"$logs/build.txt" 2>&1 || ! "$bin/reel_cuda_tests" --list-test-cases >/dev/null 2>&1; then
+    echo "carried binaries unusable here (see build.txt): building from source" | tee -a "$logs/summary.txt"
+    local headers=()
+    [ -d "$CARRY/include" ] && headers=(-DREEL_CARRIED_HEADERS="$CARRY/include")
+    { configure "$BUILD" "${headers[@]}" && cmake --build "$BUILD" -j"$(nproc)"; } >>"$logs/build.txt" 2>&1 ||
+      { grep -m20 -A5 error "$logs/build.txt"; return 1; }
+    bin=$BUILD
+    echo "build: $((SECONDS - start)) s" | tee -a "$logs/summary.txt"
+  fi
+
+  local status=0
+  timeout 240 "$bin/reel_cuda_tests" >"$logs/tests.txt" 2>&1 || status=$?
+  tail -40 "$logs/tests.txt"
+  : >"$logs/bench.txt"
+  for b in "${BINARIES[@]:1}"; do
+    timeout 90 "$bin/$b" >>"$logs/bench.txt" 2>&1 || echo "$b exited with $?" >>"$logs/bench.txt"
+  done
+
+  {
+    echo
+    echo "================ reel CUDA summary ================"
+    grep -E "test cases:|assertions:" "$logs/tests.txt" | sed 's/^/tests  /'
+    cat "$logs/bench.txt"
+    echo "total: $((SECONDS - start)) s, tests exit status $status"
+  } | tee -a "$logs/summary.txt"
+  return $status
+}
+
+case "${1:-}" in
+  --prepare) prepare ;;
+  --dry-run) dry_run ;;
+  "") on_gpu ;;
+  *) echo "usage: $0 [--prepare | --dry-run]"; exit 2 ;;
+esac

@@ -121,6 +121,40 @@ TEST_CASE("cuda autograd: embedding (a gather) and its scatter-add backward matc
   CHECK_CLOSE_T(gw, cw, 1e-6, 1e-5);
 }
 
+namespace rt {
+template <class D>
+Tensor<double, D> second_file_expr(const Tensor<double, D>& x);  // test_autograd_module2.cu
+}
+
+TEST_CASE("cuda autograd: ops compiled in two .cu files differentiate in one graph kernel (-rdc)") {
+  REQUIRE_GPU();
+  auto x0 = host_randn<double>({257});
+  auto run = [&]<class D>(D) {
+    auto x = leaf<double, D>(x0);
+    Tensor<double, D> y = second_file_expr(x);  // recorded by the other file's code
+    Tensor<double, D> z = sum(Tensor<double, D>(sin(y) * x));
+    auto g = autograd::grad({z}, {x}, {}, {.create_graph = true})[0];
+    auto gg = autograd::grad({sum(Tensor<double, D>(g * g))}, {x})[0];  // the other file's ops, differentiated again
+    return std::pair{to_host(g), to_host(gg)};
+  };
+  auto [g, gg] = run(CUDA{});
+  auto [cg, cgg] = run(CPU{});
+  CHECK_CLOSE_T(g, cg, 1e-12, 1e-11);
+  CHECK_CLOSE_T(gg, cgg, 1e-11, 1e-10);
+}
+
+TEST_CASE("cuda autograd: the stack limit covers the graph kernel's frame and its callees") {
+  REQUIRE_GPU();
+  namespace dc = reel::detail::cuda;
+  const size_t limit = dc::program_stack_limit();
+  cudaFuncAttributes attr{};
+  REQUIRE(cudaFuncGetAttributes(&attr, dc::ir_eval_kernel<0>) == cudaSuccess);
+  MESSAGE("graph kernel: ", attr.localSizeBytes, " bytes of local memory per thread, ", attr.numRegs,
+          " registers; stack limit ", limit, " bytes");
+  CHECK(attr.localSizeBytes >= size_t(reel::detail::ir::kProgSlots) * reel::detail::ir::kSlotBytes);  // it does count the frame
+  CHECK(limit >= attr.localSizeBytes + dc::kCalleeStack);
+}
+
 TEST_CASE("cuda autograd: complex CUDA tensors cannot require grad yet (a clear error)") {
   REQUIRE_GPU();
   auto z = empty<std::complex<float>, CUDA>({2});

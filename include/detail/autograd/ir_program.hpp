@@ -38,8 +38,10 @@ struct ProgNode {
 // then the leaves' tensors), and the slot each output is stored from.
 struct ProgLaunch {
   int nops = 0, nd = 1, nout = 0, nnodes = 0;
+  bool fast = false;  // numel < 2^31: indices decomposed with 32-bit dividers
   int64_t numel = 0;
   int64_t sizes[kMaxKernelDims] = {};
+  FastDivider divs[kMaxKernelDims] = {};
   int64_t strides[kMaxKernelDims][kMaxOperands] = {};
   const void* base[kMaxOperands] = {};
   int16_t root_slot[kMaxOperands] = {};
@@ -137,6 +139,7 @@ bool prepare_program(const Graph& g, std::span<const TensorImpl* const> leaves, 
     for (int k = 0; k < ops.n; ++k) a.strides[d][k] = plan.stride(k, d);
   }
   for (int k = 0; k < ops.n; ++k) a.base[k] = ops.base[k];
+  a.fast = make_dividers(a.nd, a.sizes, a.numel, a.divs);
   return true;
 }
 
@@ -155,11 +158,9 @@ REEL_HD inline void copy_value(unsigned char* dst, const unsigned char* src, int
 REEL_HD inline void run_program_at(const ProgNode* prog, const ProgLaunch& a, int64_t i) {
   int64_t off[kMaxOperands];
   for (int k = 0; k < a.nops; ++k) off[k] = 0;
-  for (int d = a.nd - 1; d >= 0; --d) {
-    const int64_t q = i / a.sizes[d], r = i - q * a.sizes[d];
-    i = q;
+  for_each_coord(i, a.nd, a.sizes, a.divs, a.fast, [&](int d, int64_t r) {
     for (int k = 0; k < a.nops; ++k) off[k] += r * a.strides[d][k];
-  }
+  });
   alignas(16) unsigned char vals[kProgSlots][kSlotBytes];
   for (int j = 0; j < a.nnodes; ++j) {
     const ProgNode& p = prog[j];

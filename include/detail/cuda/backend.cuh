@@ -8,6 +8,7 @@
 // pass over memory, as on the CPU. Broadcasting and strides come from the engine's own plan
 // (broadcast strides, contiguous dims merged); each element's operand offsets come from an
 // offset calculator with 64-bit arithmetic (no int32 index anywhere).
+#include <cub/device/device_reduce.cuh>
 #include <thrust/execution_policy.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
@@ -20,6 +21,7 @@
 #include <thrust/transform_reduce.h>
 
 #include "../launch_plan.hpp"
+#include "device_errors.hpp"
 #include "runtime.hpp"
 
 namespace reel {
@@ -92,7 +94,10 @@ auto device_tree(const Expr<Op, A...>& e) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 template <class R, class Tree, int NOps>
-__global__ void __launch_bounds__(256) elementwise_kernel(R* out, Tree tree, OffsetCalc<NOps> calc, int64_t n) {
+// (__grid_constant__: the offset calculator, up to ~600 bytes, is read from the parameter
+// space in place instead of being copied to each thread's stack.)
+__global__ void __launch_bounds__(256) elementwise_kernel(R* out, Tree tree, const __grid_constant__ OffsetCalc<NOps> calc,
+                                                          int64_t n) {
   REEL_CUDA_GRID_STRIDE(i, n) {
     int64_t off[NOps];
     if (calc.nd == 1) {
@@ -112,7 +117,22 @@ __global__ void __launch_bounds__(256) index_fill_kernel(T* p, int64_t n, F f) {
 
 // ------------------------------------------------------------------ reductions
 // Each kind: Acc (the running value), init / lift (an element at position j of its run) /
-// combine (associative and commutative: blocks combine in any order) / finish.
+// combine (associative and commutative: blocks combine in any order) / finish; identity()
+// is the neutral element of combine (the start of a device-wide reduction).
+template <class C>
+REEL_HD C lowest_value() {
+  if constexpr (std::numeric_limits<C>::has_infinity)
+    return -std::numeric_limits<C>::infinity();
+  else
+    return std::numeric_limits<C>::lowest();
+}
+template <class C>
+REEL_HD C highest_value() {
+  if constexpr (std::numeric_limits<C>::has_infinity)
+    return std::numeric_limits<C>::infinity();
+  else
+    return std::numeric_limits<C>::max();
+}
 template <RunKind K, class T, class R>
 struct RunOp {
   using Acc = compute_t<std::conditional_t<K == RunKind::Max || K == RunKind::Min || K == RunKind::Mean, T, R>>;
@@ -143,6 +163,14 @@ struct RunOp {
     else
       return convert<R>(a);
   }
+  REEL_HD static Acc identity() {
+    if constexpr (K == RunKind::Max)
+      return lowest_value<Acc>();
+    else if constexpr (K == RunKind::Min)
+      return highest_value<Acc>();
+    else
+      return init();
+  }
   static constexpr bool needs_first = K == RunKind::Max || K == RunKind::Min;
 };
 // argmax / argmin: (value, position) pairs; the first NaN wins, then the extreme value, ties
@@ -159,6 +187,8 @@ struct RunOp<K, T, R> {
   using Acc = ValPos<C>;
   REEL_HD static Acc lift(const T& x, int64_t j) { return {convert<C>(x), j}; }
   REEL_HD static Acc init() { return {C(0), INT64_MAX}; }  // (never the answer: runs are not empty)
+  // Loses to every element: the least extreme value at a position after all others.
+  REEL_HD static Acc identity() { return {K == RunKind::ArgMax ? lowest_value<C>() : highest_value<C>(), INT64_MAX}; }
   REEL_HD static Acc combine(Acc a, Acc b) {
     const bool na = a.v != a.v, nb = b.v != b.v;
     if (na || nb) return na && nb ? (a.i < b.i ? a : b) : (na ? a : b);
@@ -212,17 +242,18 @@ __global__ void __launch_bounds__(256) reduce_short_kernel(const T* src, R* dst,
 }
 // ------------------------------------------------------------------ gather / scatter-add
 // Element j of line l: gather o[l, j] = s[l, idx[l, j]] (s lines of n), scatter-add
-// o[l, idx[l, j]] += s[l, j] (o lines of n; atomic). An index out of [0, n) sets *bad.
+// o[l, idx[l, j]] += s[l, j] (o lines of n; atomic). An index out of [0, n) is reported
+// (device_errors.hpp) and its element skipped.
 template <class T> inline constexpr bool atomic_add_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
     std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>;
 template <bool Scatter, class T>
 __global__ void __launch_bounds__(256) gather_lines_kernel(const T* s, const int64_t* idx, T* o, int64_t k, int64_t n,
-                                                          int64_t total, int64_t* bad) {
+                                                          int64_t total, DeviceErrorRecord* err) {
   REEL_CUDA_GRID_STRIDE(e, total) {
     const int64_t l = e / k, i = idx[e];
     if (i < 0 || i >= n) {
-      atomicCAS(reinterpret_cast<unsigned long long*>(bad), 0ull, static_cast<unsigned long long>(e) + 1);
+      report_device_error(err, Scatter ? DeviceErrorSite::ScatterAdd : DeviceErrorSite::Gather, i, n);
       continue;
     }
     if constexpr (Scatter) {
@@ -236,14 +267,42 @@ __global__ void __launch_bounds__(256) gather_lines_kernel(const T* s, const int
   }
 }
 
+// Element j of a run, lifted (the input of a device-wide reduction), and the result written.
 template <RunKind K, class T, class R>
-struct ToAcc {
-  REEL_HD typename RunOp<K, T, R>::Acc operator()(const T& x) const { return convert<typename RunOp<K, T, R>::Acc>(x); }
+struct LiftAt {
+  const T* src;
+  REEL_HD typename RunOp<K, T, R>::Acc operator()(int64_t j) const { return RunOp<K, T, R>::lift(src[j], j); }
+};
+template <RunKind K, class T, class R>
+struct Finish {
+  int64_t n;
+  REEL_HD R operator()(const typename RunOp<K, T, R>::Acc& a) const { return RunOp<K, T, R>::finish(a, n); }
 };
 template <RunKind K, class T, class R>
 struct Combine {
   using Acc = typename RunOp<K, T, R>::Acc;
   REEL_HD Acc operator()(Acc a, Acc b) const { return RunOp<K, T, R>::combine(a, b); }
+};
+
+// ------------------------------------------------------------------ Thrust
+// Thrust allocates its algorithms' scratch with cudaMalloc / cudaFree unless given an
+// allocator; cudaFree synchronizes the device and both bypass the cache. This one takes the
+// scratch from the caching allocator on the current stream: a block freed as the call returns
+// goes back to that stream's list, where only later work on the stream can get it.
+struct ThrustScratch {
+  using value_type = char;
+  std::vector<std::shared_ptr<Storage>> held;
+  char* allocate(std::ptrdiff_t n) {
+    held.push_back(make_device_storage(static_cast<size_t>(n)));
+    return static_cast<char*>(held.back()->data);
+  }
+  void deallocate(char* p, size_t) {
+    for (auto& h : held)
+      if (h && h->data == p) {
+        h.reset();
+        return;
+      }
+  }
 };
 
 // ------------------------------------------------------------------ sort
@@ -332,24 +391,18 @@ struct DeviceBackend<CUDA> {
     if (outer == 0) return;
     cudaStream_t s = cuda::current_stream();
     using Op = cuda::RunOp<K, T, R>;
-    using Acc = typename Op::Acc;
-    constexpr bool arg = K == RunKind::ArgMax || K == RunKind::ArgMin;
-    if constexpr (!arg) {
-      if (outer == 1 && inner >= (int64_t(1) << 16)) {
-        // one long run: Thrust's device-wide reduction (all SMs), then the result back
-        Acc init = Op::init();
-        if constexpr (Op::needs_first) {
-          T first;
-          cuda::copy_bytes(&first, src, sizeof(T), cudaMemcpyDeviceToHost);
-          init = convert<Acc>(first);
-        }
-        Acc a = thrust::transform_reduce(thrust::cuda::par.on(s), src, src + inner, cuda::ToAcc<K, T, R>{}, init,
-                                         cuda::Combine<K, T, R>{});
-        R r = Op::finish(a, inner);
-        cuda::copy_bytes(dst, &r, sizeof(R), cudaMemcpyHostToDevice);
-        REEL_CUDA_CHECK(cudaStreamSynchronize(s));  // (r lives on this stack frame)
-        return;
-      }
+    if (outer == 1 && inner >= (int64_t(1) << 16)) {
+      // One long run: CUB's device-wide reduction over all SMs, finished and written into dst
+      // on the device (no copy to the host, no synchronization). Its scratch comes from the
+      // caching allocator, freed to this stream's list once the work is queued.
+      auto in = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), cuda::LiftAt<K, T, R>{src});
+      auto out = thrust::make_transform_output_iterator(dst, cuda::Finish<K, T, R>{inner});
+      size_t bytes = 0;
+      REEL_CUDA_CHECK(cub::DeviceReduce::Reduce(nullptr, bytes, in, out, inner, cuda::Combine<K, T, R>{}, Op::identity(), s));
+      auto scratch = cuda::make_device_storage(bytes);
+      REEL_CUDA_CHECK(
+          cub::DeviceReduce::Reduce(scratch->data, bytes, in, out, inner, cuda::Combine<K, T, R>{}, Op::identity(), s));
+      return;
     }
     if (inner < 64) {
       const Launch1D l = launch_1d(outer, 256, 1);
@@ -363,7 +416,8 @@ struct DeviceBackend<CUDA> {
   }
 
   // gather (Scatter false) / scatter-add (true) of `lines` lines: k indices per line, lines of
-  // n elements on the indexed side. An out-of-range index raises index_error (as on the CPU).
+  // n elements on the indexed side. An out-of-range index raises index_error at the next
+  // synchronization (device_errors.hpp): checking it here would wait for the GPU.
   template <bool Scatter, class T>
   static void gather_lines(const T* s, const int64_t* idx, T* o, int64_t lines, int64_t k, int64_t n) {
     if constexpr (Scatter && !cuda::atomic_add_v<T>) {
@@ -372,18 +426,10 @@ struct DeviceBackend<CUDA> {
     } else {
       const int64_t total = lines * k;
       if (total == 0) return;
-      auto flag = make_tensor<int64_t, CUDA>({1});
-      flag.fill_(0);
       const Launch1D l = launch_1d(total);
       cuda::gather_lines_kernel<Scatter><<<static_cast<unsigned>(l.blocks), l.threads, 0, cuda::current_stream()>>>(
-          s, idx, o, k, n, total, flag.mutable_data_ptr());
+          s, idx, o, k, n, total, cuda::device_error_record());
       REEL_CUDA_CHECK_LAUNCH("gather_lines_kernel");
-      const int64_t bad = flag.item();  // (waits)
-      if (bad) {
-        int64_t i = 0;
-        cuda::copy_bytes(&i, idx + (bad - 1), sizeof i, cudaMemcpyDeviceToHost);
-        raise<index_error>("gather: index ", i, " is out of bounds for size ", n);
-      }
     }
   }
 
@@ -397,7 +443,8 @@ struct DeviceBackend<CUDA> {
     auto keys = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), cuda::DivBy{n});
     auto in = thrust::make_transform_iterator(src, cuda::ConvertTo<C>{});
     auto out = thrust::make_transform_output_iterator(dst, cuda::ConvertTo<R>{});
-    thrust::inclusive_scan_by_key(thrust::cuda::par.on(cuda::current_stream()), keys, keys + total, in, out);
+    cuda::ThrustScratch scratch;
+    thrust::inclusive_scan_by_key(thrust::cuda::par(scratch).on(cuda::current_stream()), keys, keys + total, in, out);
     REEL_CUDA_CHECK_LAUNCH("thrust inclusive_scan_by_key");
   }
 
@@ -409,7 +456,8 @@ struct DeviceBackend<CUDA> {
     const int64_t total = lines * n;
     if (total == 0) return;
     cudaStream_t s = cuda::current_stream();
-    auto policy = thrust::cuda::par.on(s);
+    cuda::ThrustScratch scratch;
+    auto policy = thrust::cuda::par(scratch).on(s);
     REEL_CUDA_CHECK(cudaMemcpyAsync(vals, src, static_cast<size_t>(total) * sizeof(T), cudaMemcpyDeviceToDevice, s));
     thrust::sequence(policy, idx, idx + total);
     thrust::stable_sort_by_key(policy, vals, vals + total, idx, cuda::NanOrder<T>{descending});

@@ -4,8 +4,11 @@
 // g++ when the CUDA headers are on the include path, and with nvcc.
 //
 // Per device: one cuBLASLt handle, created on first use. Per (device, stream): one 32 MiB
-// workspace, cudaMalloc'd on first use and kept for the life of the process (two streams'
-// GEMMs may run at once, so they must not share scratch memory). The algorithm cuBLASLt's
+// workspace (two streams' GEMMs may run at once, so they must not share scratch memory),
+// taken from the caching allocator on that stream at first use and kept until the stream is
+// destroyed or gpu::empty_cache() runs (runtime.hpp's release hooks). Streams are keyed by
+// their id, not their handle: the null handle is a different stream in each thread under
+// --default-stream per-thread. The algorithm cuBLASLt's
 // heuristic picks is cached per problem (gemm_plan.hpp's GemmKey: device, dtypes, compute
 // type, shape, transposes, leading dims, batch and strides, operand alignment), together
 // with the descriptors it was chosen for, so a repeated product costs one map lookup.
@@ -26,6 +29,7 @@ namespace reel {
 namespace detail::cuda {
 
 [[noreturn, gnu::cold]] inline void raise_cublaslt(const char* call, cublasStatus_t st, const char* file, int line) {
+  (void)cudaGetLastError();  // (a failed launch inside cuBLASLt leaves it set; see check.hpp)
   raise<error>("cuBLASLt call `", call, "` failed with ", cublasLtGetStatusName(st), " (", static_cast<int>(st),
                "): ", cublasLtGetStatusString(st), " [", file, ":", line, "]");
 }
@@ -145,33 +149,31 @@ class LtContext {
     return *c;
   }
 
-  // The plan for `key` (built on first use) and the workspace for (device, stream). The
-  // returned references stay valid: entries are never erased, and unordered_map keeps its
-  // elements in place when it rehashes.
-  std::pair<const LtPlan*, void*> lookup(const GemmKey& key, cudaStream_t stream) {
+  // The plan for `key` (built on first use; plan references stay valid: entries are never
+  // erased, and unordered_map keeps its elements in place when it rehashes) and the
+  // workspace for (device, stream), which the caller holds until its GEMM is queued: if the
+  // workspace is dropped meanwhile, its block still goes back to the stream's free list only
+  // after that.
+  std::pair<const LtPlan*, std::shared_ptr<Storage>> lookup(const GemmKey& key, cudaStream_t stream) {
+    const StreamId sid = stream_id(stream);
     std::lock_guard<std::mutex> lock(mu_);
     cublasLtHandle_t h = handle(key.device);
-    void*& ws = workspaces_[{key.device, stream}];
-    if (!ws) ws = allocate_workspace();
+    auto& ws = workspaces_[{key.device, sid}];
+    if (!ws) ws = make_device_storage(kLtWorkspaceBytes, sid);  // (on the current device, key.device)
     auto it = plans_.find(key);
     if (it == plans_.end()) it = plans_.emplace(key, make_plan(h, key)).first;
     return {&it->second, ws};
   }
 
  private:
-  // (cudaMalloc on the current device, which is key.device.) Out of memory: the caching
-  // allocator's free blocks go back to the driver and the allocation is retried once.
-  static void* allocate_workspace() {
-    void* p = nullptr;
-    cudaError_t st = cudaMalloc(&p, kLtWorkspaceBytes);
-    if (st == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();  // not left behind for the next launch check to report
-      device_cache().empty_cache();
-      st = cudaMalloc(&p, kLtWorkspaceBytes);
-      if (st != cudaSuccess) (void)cudaGetLastError();
-    }
-    if (st != cudaSuccess) raise_cuda("cudaMalloc (32 MiB cuBLASLt workspace)", st, __FILE__, __LINE__);
-    return p;
+  LtContext() {
+    add_release_hook([](std::optional<StreamId> s) { instance().drop_workspaces(s); });
+  }
+  // Gives the workspaces of stream s (all streams: nullopt) back to the caching allocator.
+  void drop_workspaces(std::optional<StreamId> s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = workspaces_.begin(); it != workspaces_.end();)
+      it = !s || it->first.second == *s ? workspaces_.erase(it) : std::next(it);
   }
 
   cublasLtHandle_t handle(int device) {
@@ -241,7 +243,7 @@ class LtContext {
 
   std::mutex mu_;
   std::map<int, cublasLtHandle_t> handles_;
-  std::map<std::pair<int, cudaStream_t>, void*> workspaces_;
+  std::map<std::pair<int, StreamId>, std::shared_ptr<Storage>> workspaces_;
   std::unordered_map<GemmKey, LtPlan, GemmKeyHash> plans_;
 };
 
@@ -298,7 +300,7 @@ inline void gemm(const GemmArgs& g) {
   // cuBLASLt's first matrix is B and its second is A (gemm_plan.hpp: Cᵀ = op(B)ᵀ op(A)ᵀ).
   REEL_CUBLASLT_CHECK(cublasLtMatmul(plan->handle, plan->desc.get(), alpha, g.b, plan->first.get(), g.a,
                                      plan->second.get(), beta, g.c, plan->c.get(), g.c, plan->c.get(), &plan->algo,
-                                     workspace, plan->workspace_bytes, g.stream));
+                                     workspace->data, plan->workspace_bytes, g.stream));
 }
 
 // A 3-d operand [batch, rows, cols] as GEMM arguments: read in place when its matrices are

@@ -40,7 +40,10 @@ __global__ void ir_fn_address_kernel(ir::ElemFn* out, MarkerFn* module) {
 // (a template only so that every translation unit may instantiate it) With `probe`, it only
 // reports its module.
 template <int = 0>
-__global__ void __launch_bounds__(128) ir_eval_kernel(const ir::ProgNode* prog, const ir::ProgLaunch a, MarkerFn* probe) {
+// (__grid_constant__: run_program_at reads the 3.5 KB launch description in place, in the
+// parameter space, instead of from a copy on each thread's stack.)
+__global__ void __launch_bounds__(128) ir_eval_kernel(const ir::ProgNode* prog, const __grid_constant__ ir::ProgLaunch a,
+                                                      MarkerFn* probe) {
   if (probe) {
     *probe = &module_marker;
     return;
@@ -66,18 +69,35 @@ inline int checked_device() {
   return dev;
 }
 
-// The kernel calls op functions through pointers, so its stack use is not known when it is
-// compiled: the per-thread stack limit (1 KiB by default) is raised once per device to hold
-// the value slots, the offsets and the callees' frames.
+// The kernel calls op functions through pointers, so the compiler cannot size the stack of
+// the whole call chain, and the per-thread stack limit (1 KiB by default) must cover it: the
+// kernel's own frame (its value slots and offsets: 800 bytes for sm_90 with nvcc 13, from
+// `nvcc -Xptxas -v`; read here at run time as the kernel's local memory size) plus the
+// deepest callee chain, an op's apply_elem and the math routines it calls. Measured the same
+// way over the ops the CUDA tests differentiate, the deepest is 72 bytes (double sin/cos: an
+// 8-byte frame, then CUDA's 40-byte trigonometric slow path), so kCalleeStack = 1 KiB leaves
+// a wide margin for ops with larger routines. The limit is set once per device; the driver
+// reserves it for every resident thread (about 0.5 GB on an H200 with this limit, against
+// 1.1 GB for the 4 KiB used before the measurement).
+inline constexpr size_t kCalleeStack = 1024;
 inline void ensure_stack_for_programs() {
   static std::array<std::atomic<bool>, kMaxDevices> done{};
   const int dev = current_device();
   if (dev < 0 || dev >= kMaxDevices || done[dev].load(std::memory_order_acquire)) return;
-  constexpr size_t kNeed = 4096;
+  cudaFuncAttributes attr{};
+  REEL_CUDA_CHECK(cudaFuncGetAttributes(&attr, ir_eval_kernel<0>));
+  const size_t need = (attr.localSizeBytes + kCalleeStack + 255) / 256 * 256;
   size_t cur = 0;
   REEL_CUDA_CHECK(cudaDeviceGetLimit(&cur, cudaLimitStackSize));
-  if (cur < kNeed) REEL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, kNeed));
+  if (cur < need) REEL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, need));
   done[dev].store(true, std::memory_order_release);
+}
+// The stack limit the device runs programs with (for tests and diagnostics).
+inline size_t program_stack_limit() {
+  ensure_stack_for_programs();
+  size_t cur = 0;
+  REEL_CUDA_CHECK(cudaDeviceGetLimit(&cur, cudaLimitStackSize));
+  return cur;
 }
 
 // The module of the graph evaluator on the current device.

@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "blaslt.hpp"
+#include "device_errors.hpp"
 
 namespace reel {
 namespace detail::cuda::lce {
@@ -32,7 +33,7 @@ struct Problem {
   const T* X = nullptr;        // [N, D]
   const T* W = nullptr;        // [V, D]
   const T* b = nullptr;        // [V] or null
-  const int64_t* y = nullptr;  // [N] class indices (checked in range), or null
+  const int64_t* y = nullptr;  // [N] class indices, or null (out of range: reported, the row ignored)
   const T* t = nullptr;        // [N, V] probabilities, or null
   int64_t ignore_index = -100;
   double eps = 0;
@@ -45,8 +46,8 @@ struct Outputs {
   T* dX = nullptr;            // [N, D], written
   A* dW = nullptr;            // [V, D], accumulated into (zeroed by alloc_grads)
   A* db = nullptr;            // [V], accumulated into
-  const A* scale = nullptr;   // [N] gradient factor per row (backward of none), or
-  A uniform_scale = 0;        //   one factor for all rows (mean / sum)
+  const A* scale = nullptr;          // [N] gradient factor per row (backward of none), or
+  const A* uniform_scale = nullptr;  //   one factor for all rows (mean / sum), on the device
   bool grads() const { return dX || dW || db; }
 };
 
@@ -154,7 +155,7 @@ struct RowArgs {
   A* lse_out;
   bool grads;
   const A* scale;
-  A uniform_scale;
+  const A* uniform_scale;
 };
 
 template <class A, class T>
@@ -176,7 +177,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(RowArgs<A, T> p) {
     bool kept = true;
     if constexpr (Hard) {
       yi = p.y[n];
-      kept = yi != p.ignore_index;
+      kept = yi != p.ignore_index && yi >= 0 && yi < V;  // (out of range: count_targets_kernel reports it)
     }
     RowStats<A> st = row_stats_identity<A>();
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
@@ -214,7 +215,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(RowArgs<A, T> p) {
       }
     }
     if (!p.grads) continue;
-    const A s = p.scale ? p.scale[n] : p.uniform_scale;
+    const A s = p.scale ? p.scale[n] : *p.uniform_scale;
     if (Hard && (!kept || s == A(0))) {
       for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
         if (g) g[j] = convert<T>(A(0));
@@ -249,9 +250,47 @@ __global__ void __launch_bounds__(256) column_sums_kernel(const A* G, int64_t ro
   }
 }
 
-// out[0] = (sum of loss[0, N), in double) / divisor: mean or sum, written in T on the device.
+// *count = the rows whose target is not ignore_index (the mean's denominator), in double;
+// a target out of [0, V) is reported (raised at the next synchronization) and not counted.
+// Checked here, on the device, so that no step waits for the GPU to copy targets to the host.
+// (A template only so that every translation unit may instantiate it: -rdc links them.)
+template <int = 0>
+__global__ void __launch_bounds__(256) count_targets_kernel(const int64_t* y, int64_t N, int64_t V, int64_t ignore_index,
+                                                            double* count, DeviceErrorRecord* err) {
+  __shared__ double part[32];
+  double c = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    const int64_t yi = y[n];
+    if (yi == ignore_index) continue;
+    if (yi < 0 || yi >= V)
+      report_device_error(err, DeviceErrorSite::CrossEntropyTarget, yi, V);
+    else
+      c += 1;
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) c += __shfl_down_sync(0xffffffffu, c, off);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = c;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += part[w];
+    *count = total;
+  }
+}
+
+// *out = the gradient factor of every row for mean (1 / count; 0 when no row counts, whose
+// gradients are all 0) or sum (1), times g[0] when g is given (the incoming gradient).
 template <class A, class T>
-__global__ void __launch_bounds__(256) reduce_loss_kernel(const A* loss, int64_t N, double divisor, T* out) {
+__global__ void uniform_scale_kernel(const double* count, bool mean, const T* g, A* out) {
+  double s = 1;
+  if (mean) s = *count == 0 ? 0.0 : 1.0 / *count;
+  if (g) s *= static_cast<double>(convert<double>(*g));
+  *out = static_cast<A>(s);
+}
+
+// out[0] = (sum of loss[0, N), in double) / *divisor (sum: no divisor), written in T on the device.
+template <class A, class T>
+__global__ void __launch_bounds__(256) reduce_loss_kernel(const A* loss, int64_t N, const double* divisor, T* out) {
   __shared__ double part[32];
   double s = 0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) s += static_cast<double>(loss[i]);
@@ -262,7 +301,7 @@ __global__ void __launch_bounds__(256) reduce_loss_kernel(const A* loss, int64_t
   if (threadIdx.x == 0) {
     double total = 0;
     for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += part[w];
-    out[0] = convert<T>(total / divisor);  // (mean of no kept rows: 0 / 0 = NaN, as on the CPU)
+    out[0] = convert<T>(divisor ? total / *divisor : total);  // (mean of no kept rows: 0 / 0 = NaN, as on the CPU)
   }
 }
 
@@ -392,7 +431,7 @@ template <class A, class T>
 struct Prepared {
   Tensor<T, CUDA> X, W, b, t;
   Tensor<int64_t, CUDA> y;
-  double count = 0;  // mean's denominator: rows not ignored
+  Tensor<double, CUDA> count;  // [1]: the mean's denominator, rows not ignored (on the device)
   Problem<A, T> P;
 };
 template <class A, class T, class U>
@@ -402,20 +441,15 @@ Prepared<A, T> prepare(const Tensor<T, CUDA>& hidden, const Tensor<T, CUDA>& wei
   r.X = hidden.detach().reshape({N, Dm}).contiguous();
   r.W = weight.detach().contiguous();
   if (o.bias.defined()) r.b = o.bias.detach().contiguous();
-  r.count = static_cast<double>(N);
   if constexpr (std::is_integral_v<U>) {
     r.y = target.detach().reshape({N}).template to<int64_t>().contiguous();
-    // Range check (and the mean's count) on the host, before any kernel indexes with them.
-    const std::vector<int64_t> yh = r.y.to_vector();
-    r.count = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      if (yh[n] == o.ignore_index) continue;
-      REEL_CHECK(yh[n] >= 0 && yh[n] < V, index_error, "linear_cross_entropy: Target ", yh[n], " is out of bounds (", V,
-                 " classes)");
-      r.count += 1;
-    }
+    r.count = empty<double, CUDA>({1});
+    count_targets_kernel<<<1, 256, 0, current_stream()>>>(r.y.data_ptr(), N, V, o.ignore_index,
+                                                          r.count.mutable_data_ptr(), device_error_record());
+    REEL_CUDA_CHECK_LAUNCH("linear_cross_entropy count_targets_kernel");
   } else {
     r.t = target.detach().reshape({N, V}).contiguous();
+    r.count = full<double, CUDA>({1}, static_cast<double>(N));
   }
   Problem<A, T>& P = r.P;
   P.N = N;
@@ -435,15 +469,27 @@ Prepared<A, T> prepare(const Tensor<T, CUDA>& hidden, const Tensor<T, CUDA>& wei
 
 // out = the loss: per row (none) or reduced (mean / sum) on the device.
 template <class A, class T>
-void write_loss(Tensor<T, CUDA> out, const Tensor<A, CUDA>& loss_rows, nn::functional::Reduction red, double count) {
+void write_loss(Tensor<T, CUDA> out, const Tensor<A, CUDA>& loss_rows, nn::functional::Reduction red,
+                const Tensor<double, CUDA>& count) {
   if (red == nn::functional::Reduction::None) {
     out.copy_(loss_rows.reshape(out.sizes()));
     return;
   }
-  const double divisor = red == nn::functional::Reduction::Mean ? count : 1.0;
+  const double* divisor = red == nn::functional::Reduction::Mean ? count.data_ptr() : nullptr;
   reduce_loss_kernel<A, T><<<1, 256, 0, current_stream()>>>(loss_rows.data_ptr(), loss_rows.numel(), divisor,
                                                             out.mutable_data_ptr());
   REEL_CUDA_CHECK_LAUNCH("linear_cross_entropy reduce_loss_kernel");
+}
+
+// The gradient factor of every row for mean / sum, times the incoming gradient g (a 0-d
+// tensor, or undefined for 1), computed on the device: [1] in A.
+template <class A, class T>
+Tensor<A, CUDA> uniform_scale(const Tensor<double, CUDA>& count, nn::functional::Reduction red, const Tensor<T, CUDA>& g) {
+  auto s = empty<A, CUDA>({1});
+  uniform_scale_kernel<A, T><<<1, 1, 0, current_stream()>>>(count.data_ptr(), red == nn::functional::Reduction::Mean,
+                                                           g.defined() ? g.data_ptr() : nullptr, s.mutable_data_ptr());
+  REEL_CUDA_CHECK_LAUNCH("linear_cross_entropy uniform_scale_kernel");
+  return s;
 }
 
 // The gradients for an incoming gradient g: recomputed chunk by chunk, row n scaled by g[n]
@@ -460,8 +506,8 @@ Grads<A, T> backward(const Prepared<A, T>& pr, nn::functional::Reduction red, co
     run(P, bo, lse.defined() ? lse.data_ptr() : nullptr);  // (ga lives until run returns: queued work is
                                                            //  ordered before its block is reused)
   } else {
-    const double scale = red == nn::functional::Reduction::Mean ? 1.0 / pr.count : 1.0;
-    bo.uniform_scale = static_cast<A>((std::isinf(scale) ? 0.0 : scale) * static_cast<double>(g.item()));
+    auto s = uniform_scale<A>(pr.count, red, g);
+    bo.uniform_scale = s.data_ptr();
     run(P, bo);
   }
   return r;
@@ -501,8 +547,8 @@ ValueAndGrads<T> value_and_grads(const Tensor<T, CUDA>& hidden, const Tensor<T, 
       ga = g.reshape({N}).template to<A>().contiguous();
       fo.scale = ga.data_ptr();
     } else {
-      const double scale = o.reduction == Reduction::Mean ? 1.0 / pr.count : 1.0;
-      fo.uniform_scale = static_cast<A>((std::isinf(scale) ? 0.0 : scale) * static_cast<double>(g.item()));
+      ga = uniform_scale<A>(pr.count, o.reduction, g);
+      fo.uniform_scale = ga.data_ptr();
     }
     run(pr.P, fo);
   } else {
@@ -543,17 +589,18 @@ struct DeviceLce<CUDA> {
     const bool reverse = autograd_type_v<T, D> && grad_mode_flag() && (gx || gw || gb);
     const Reduction red = o.reduction;
     const bool none = red == Reduction::None;
-    const double scale = red == Reduction::Mean ? 1.0 / pr.count : 1.0;  // (count 0: inf, its gradients are 0)
 
     auto loss_rows = empty<A, D>({N});
     Tensor<A, D> lse;
     lce::Grads<A, T> fg;  // mean / sum: the gradients, computed by the forward
     lce::Outputs<A, T> fo;
     fo.loss = loss_rows.data_ptr();
+    Tensor<A, D> scale;
     if (reverse && none) fo.lse = (lse = empty<A, D>({N})).data_ptr();
     if (reverse && !none) {
       fg = lce::alloc_grads<A, T>(fo, gx, gw, gb, N, Dm, V);
-      fo.uniform_scale = static_cast<A>(std::isinf(scale) ? 0.0 : scale);
+      scale = lce::uniform_scale<A>(pr.count, red, Tensor<T, D>());
+      fo.uniform_scale = scale.data_ptr();
     }
     lce::run(pr.P, fo);
     lce::write_loss(out, loss_rows, red, pr.count);
@@ -577,15 +624,21 @@ struct DeviceLce<CUDA> {
                    "linear_cross_entropy: higher-order derivatives (create_graph) are not implemented for CUDA tensors; "
                    "use cross_entropy(linear(...)) or the CPU");
         if (!none && !saved->used) {
-          // hand over the gradients computed by the forward, scaled in place: no copy of dW
+          // hand over the gradients computed by the forward, scaled in place by g on the device:
+          // no copy of dW, and no wait for the GPU to read g
           saved->used = true;
           lce::Grads<A, T> r = std::move(saved->grads);
-          const double gv = static_cast<double>(g.item());
-          if (gv != 1) {
-            if (r.dX.defined()) r.dX.mul_(static_cast<T>(gv));
-            if (r.dW.defined()) r.dW.mul_(static_cast<A>(gv));
-            if (r.db.defined()) r.db.mul_(static_cast<A>(gv));
-          }
+          // Allocated on the forward's stream: if backward runs on another, the allocator must
+          // wait for this stream's use of them before reusing their memory (record_stream).
+          // (The order of the two streams' work is the caller's, as for any tensor.)
+          const cudaStream_t s = cuda::current_stream();
+          if (r.dX.defined()) ::reel::gpu::record_stream(r.dX, s);
+          if (r.dW.defined()) ::reel::gpu::record_stream(r.dW, s);
+          if (r.db.defined()) ::reel::gpu::record_stream(r.db, s);
+          const Tensor<A, D> ga = g.template to<A>();
+          if (r.dX.defined()) r.dX.copy_(r.dX * g);
+          if (r.dW.defined()) r.dW.copy_(r.dW * ga);
+          if (r.db.defined()) r.db.copy_(r.db * ga);
           return result(r);
         }
         // none, or a second backward (retain_graph): compute them again

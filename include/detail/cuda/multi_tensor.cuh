@@ -127,7 +127,8 @@ __device__ __forceinline__ void apply_one(const Op& op, typename Elem<T>::St (&x
 // when every list's pointer is 16-byte aligned there, element by element otherwise (and for
 // the tail). All indices are 64-bit.
 template <class T, class Op, int N, int S>
-__global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const mta::ListMeta<N, S> args, int64_t chunk_size, Op op) {
+__global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const __grid_constant__ mta::ListMeta<N, S> args,
+                                                                int64_t chunk_size, Op op) {
   using St = typename Elem<T>::St;
   constexpr int W = 16 / sizeof(St);
   using P = Pack<St, W>;
