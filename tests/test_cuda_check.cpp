@@ -52,10 +52,12 @@ TEST_CASE("a kernel's report is raised once, at the next check, as an index_erro
   REQUIRE(rec != nullptr);
   CHECK(detail::cuda::device_error_record() == rec);  // one record per device
   CHECK_NOTHROW(detail::cuda::check_device_errors());  // nothing reported
+  rec->claimed = 1;  // a kernel is still writing its report: not raised yet
+  CHECK_NOTHROW(detail::cuda::check_device_errors());
   rec->site = static_cast<int32_t>(DeviceErrorSite::Gather);
   rec->value = 10;
   rec->bound = 10;
-  rec->claimed = 1;
+  rec->claimed = 2;  // published
   CHECK_THROWS_WITH_AS(detail::cuda::check_device_errors(),
                        doctest::Contains("gather (or embedding): index 10 is out of range for size 10"), index_error);
   CHECK(rec->claimed == 0);  // cleared: the next kernel's report is kept
@@ -63,7 +65,7 @@ TEST_CASE("a kernel's report is raised once, at the next check, as an index_erro
   rec->site = static_cast<int32_t>(DeviceErrorSite::CrossEntropyTarget);
   rec->value = -3;
   rec->bound = 7;
-  rec->claimed = 1;
+  rec->claimed = 2;
   CHECK_THROWS_WITH_AS(detail::cuda::check_device_errors(),
                        doctest::Contains("linear_cross_entropy: a target class: index -3 is out of range for size 7"),
                        index_error);

@@ -569,6 +569,15 @@ TEST_CASE("offset calculator: 2^31 elements or more take the 64-bit path") {
   IterPlan q;
   plan_iteration(small, q);
   CHECK(make_offset_calc<2>(q).fast);
+  // empty, with a dim too large for a 32-bit divider: nothing is launched, nothing raised
+  Operands empty_ops;
+  const Shape empty_size{0, int64_t(3) << 30}, empty_strides{int64_t(3) << 30, 1}, bcast{0, 1};
+  empty_ops.add(&dummy, empty_size, empty_strides);
+  empty_ops.add(&dummy, empty_size, bcast);
+  IterPlan e;
+  plan_iteration(empty_ops, e);
+  CHECK(e.numel == 0);
+  CHECK_FALSE(make_offset_calc<2>(e).fast);
 }
 
 TEST_CASE("offset calculator: too many dims after merging is a clear error") {

@@ -296,23 +296,23 @@ class BlockCache {
   void insert_free(Block* b) {
     b->state = State::Free;
     if (mergeable(b->prev, b)) {
-      Block* p = b->prev;
-      remove_free(p);
-      p->size += b->size;
-      p->next = b->next;
-      if (b->next) b->next->prev = p;
-      delete b;
-      b = p;
+      remove_free(b->prev);
+      b = absorb_next(b->prev);
     }
     if (mergeable(b->next, b)) {
-      Block* n = b->next;
-      remove_free(n);
-      b->size += n->size;
-      b->next = n->next;
-      if (n->next) n->next->prev = b;
-      delete n;
+      remove_free(b->next);
+      absorb_next(b);
     }
     add_to_pool(b);
+  }
+  // a takes over the memory of the block after it in their segment; returns a.
+  static Block* absorb_next(Block* a) {
+    Block* n = a->next;
+    a->size += n->size;
+    a->next = n->next;
+    if (n->next) n->next->prev = a;
+    delete n;
+    return a;
   }
   void add_to_pool(Block* b) {
     b->pool->free.insert(b);

@@ -85,9 +85,10 @@ REEL_HD inline void for_each_coord(int64_t i, int nd, const int64_t* sizes, cons
     }
   }
 }
-// Fills sizes' dividers; returns whether numel allows the 32-bit path.
+// Fills sizes' dividers; returns whether numel allows the 32-bit path. (An empty space takes
+// the other path: nothing is launched, and its sizes may exceed a divider's range.)
 inline bool make_dividers(int nd, const int64_t* sizes, int64_t numel, FastDivider* divs) {
-  if (numel >= kFastIndexLimit) return false;
+  if (numel == 0 || numel >= kFastIndexLimit) return false;
   for (int d = 0; d < nd; ++d) divs[d] = FastDivider(static_cast<uint32_t>(std::max<int64_t>(sizes[d], 1)));
   return true;
 }

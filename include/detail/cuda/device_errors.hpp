@@ -24,7 +24,7 @@ namespace reel::detail::cuda {
 enum class DeviceErrorSite : int32_t { Gather = 1, ScatterAdd, CrossEntropyTarget };
 
 struct DeviceErrorRecord {
-  unsigned long long claimed;  // 0 until the first report
+  unsigned long long claimed;  // 0: none; 1: a kernel is writing its report; 2: the report is there
   int32_t site;                // a DeviceErrorSite
   int64_t value;               // the bad index
   int64_t bound;               // the valid range is [0, bound)
@@ -74,37 +74,48 @@ inline DeviceErrorRecord* device_error_record() {
   }
   return b.device;
 }
-// After the host has synchronized with the device: raises the first error a kernel on the
-// current device reported since the last check (and clears it).
-inline void check_device_errors() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return;
-  }
+// After the host has synchronized with device `dev`: raises the first error a kernel there
+// reported since the last check (and clears it).
+inline void check_device_errors(int dev) {
   DeviceErrorRecord r;
   {
     std::lock_guard<std::mutex> lock(device_error_mutex());
     auto& boxes = device_error_mailboxes();
     if (static_cast<int>(boxes.size()) <= dev || !boxes[dev].host) return;  // nothing ever reported here
     volatile DeviceErrorRecord* h = boxes[dev].host;
-    if (!h->claimed) return;
+    // (1: a kernel on another stream, not synchronized with, is still writing: its report is
+    // raised at a later check)
+    if (h->claimed != 2) return;
     r.claimed = h->claimed;
     r.site = h->site;
     r.value = h->value;
     r.bound = h->bound;
-    h->claimed = 0;
+    __atomic_store_n(&boxes[dev].host->claimed, 0ull, __ATOMIC_SEQ_CST);
   }
   raise_device_error(r);
 }
+inline void check_device_errors() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  check_device_errors(dev);
+}
 
 #if defined(__CUDACC__)
-// In a kernel: report a bad index (the first report of all threads and kernels is kept).
+// In a kernel: report a bad index (the first report of all threads and kernels is kept). The
+// claim (0 -> 1) comes first, the fields next, then the report is published (-> 2), so a host
+// that reads the record while the kernel runs never takes half-written fields. (The plain
+// read first spares a system-wide atomic per bad element once a report is there.)
 __device__ inline void report_device_error(DeviceErrorRecord* r, DeviceErrorSite site, int64_t value, int64_t bound) {
+  if (*reinterpret_cast<volatile unsigned long long*>(&r->claimed) != 0) return;
   if (atomicCAS_system(&r->claimed, 0ull, 1ull) == 0ull) {
     r->site = static_cast<int32_t>(site);
     r->value = value;
     r->bound = bound;
+    __threadfence_system();
+    atomicExch_system(&r->claimed, 2ull);
   }
 }
 #endif

@@ -250,6 +250,12 @@ __global__ void __launch_bounds__(256) column_sums_kernel(const A* G, int64_t ro
   }
 }
 
+// The sum over a block of 256 threads of every thread's s (backend.cuh's block_reduce).
+struct DoubleSum {
+  REEL_HD static double combine(double a, double b) { return a + b; }
+};
+__device__ inline double block_sum(double s) { return cuda::block_reduce<DoubleSum>(s); }
+
 // *count = the rows whose target is not ignore_index (the mean's denominator), in double;
 // a target out of [0, V) is reported (raised at the next synchronization) and not counted.
 // Checked here, on the device, so that no step waits for the GPU to copy targets to the host.
@@ -257,7 +263,6 @@ __global__ void __launch_bounds__(256) column_sums_kernel(const A* G, int64_t ro
 template <int = 0>
 __global__ void __launch_bounds__(256) count_targets_kernel(const int64_t* y, int64_t N, int64_t V, int64_t ignore_index,
                                                             double* count, DeviceErrorRecord* err) {
-  __shared__ double part[32];
   double c = 0;
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
     const int64_t yi = y[n];
@@ -267,15 +272,8 @@ __global__ void __launch_bounds__(256) count_targets_kernel(const int64_t* y, in
     else
       c += 1;
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) c += __shfl_down_sync(0xffffffffu, c, off);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = c;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0;
-    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += part[w];
-    *count = total;
-  }
+  const double total = block_sum(c);
+  if (threadIdx.x == 0) *count = total;
 }
 
 // *out = the gradient factor of every row for mean (1 / count; 0 when no row counts, whose
@@ -291,18 +289,11 @@ __global__ void uniform_scale_kernel(const double* count, bool mean, const T* g,
 // out[0] = (sum of loss[0, N), in double) / *divisor (sum: no divisor), written in T on the device.
 template <class A, class T>
 __global__ void __launch_bounds__(256) reduce_loss_kernel(const A* loss, int64_t N, const double* divisor, T* out) {
-  __shared__ double part[32];
   double s = 0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) s += static_cast<double>(loss[i]);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0;
-    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += part[w];
+  const double total = block_sum(s);
+  if (threadIdx.x == 0)
     out[0] = convert<T>(divisor ? total / *divisor : total);  // (mean of no kept rows: 0 / 0 = NaN, as on the CPU)
-  }
 }
 
 // ------------------------------------------------------------------ host side
@@ -619,22 +610,29 @@ struct DeviceLce<CUDA> {
         bool used = false;
       };
       auto saved = std::make_shared<Saved>(Saved{std::move(fg), false});
+      const StreamId forward_stream = cuda::current_stream_id();
       auto bw = [=](const Tensor<T, D>& g) -> std::vector<Tensor<T, D>> {
         REEL_CHECK(!grad_mode_flag(), not_implemented_error,
                    "linear_cross_entropy: higher-order derivatives (create_graph) are not implemented for CUDA tensors; "
                    "use cross_entropy(linear(...)) or the CPU");
+        // What the forward kept was allocated on its stream: if backward runs on another, the
+        // allocator must wait for this stream's use of it before reusing its memory
+        // (record_stream). (The order of the two streams' work is the caller's, as for any tensor.)
+        const cudaStream_t here = cuda::current_stream();
+        auto used_here = [&](const auto& t) {
+          if (t.defined()) ::reel::gpu::record_stream(t, here);
+        };
+        const bool other_stream = cuda::stream_id(here) != forward_stream;
+        if (other_stream) {
+          used_here(pr.X), used_here(pr.W), used_here(pr.b), used_here(pr.t), used_here(pr.y), used_here(pr.count);
+          used_here(lse);
+        }
         if (!none && !saved->used) {
           // hand over the gradients computed by the forward, scaled in place by g on the device:
           // no copy of dW, and no wait for the GPU to read g
           saved->used = true;
           lce::Grads<A, T> r = std::move(saved->grads);
-          // Allocated on the forward's stream: if backward runs on another, the allocator must
-          // wait for this stream's use of them before reusing their memory (record_stream).
-          // (The order of the two streams' work is the caller's, as for any tensor.)
-          const cudaStream_t s = cuda::current_stream();
-          if (r.dX.defined()) ::reel::gpu::record_stream(r.dX, s);
-          if (r.dW.defined()) ::reel::gpu::record_stream(r.dW, s);
-          if (r.db.defined()) ::reel::gpu::record_stream(r.db, s);
+          if (other_stream) used_here(r.dX), used_here(r.dW), used_here(r.db);
           const Tensor<A, D> ga = g.template to<A>();
           if (r.dX.defined()) r.dX.copy_(r.dX * g);
           if (r.dW.defined()) r.dW.copy_(r.dW * ga);

@@ -261,7 +261,9 @@ class Stream {
   cudaStream_t get() const { return s_; }
   void synchronize() const {
     REEL_CUDA_CHECK(cudaStreamSynchronize(s_));
-    detail::cuda::check_device_errors();
+    int device = 0;
+    REEL_CUDA_CHECK(cudaStreamGetDevice(s_, &device));
+    detail::cuda::check_device_errors(device);
   }
 
  private:
@@ -272,7 +274,9 @@ class Stream {
 // Makes `s` this thread's current stream until the guard goes out of scope. Memory allocated
 // while it is current belongs to `s`: once freed, it is handed out again only for work on `s`
 // (ordered after the earlier work there). A tensor also used on another stream needs
-// gpu::record_stream(t, other), or its memory may be reused while `other` still reads it.
+// gpu::record_stream(t, other), or its memory may be reused while `other` still reads it;
+// this holds after `s` is destroyed too (its blocks then go to every stream), so a tensor made
+// under a gpu::Stream and used later on the default stream is recorded for that stream.
 class StreamGuard {
  public:
   explicit StreamGuard(cudaStream_t s) : prev_(detail::cuda::current_stream_slot()) { detail::cuda::current_stream_slot() = s; }
