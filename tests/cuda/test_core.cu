@@ -2,6 +2,8 @@
 // empty, large), reductions, factories (incl. 2^32 + 2^20 elements), errors.
 #include "common.cuh"
 
+#include <thread>
+
 using namespace rt;
 
 TEST_CASE("cuda: round trip copies keep every value, incl. strided sources") {
@@ -83,6 +85,27 @@ TEST_CASE("cuda: record_stream keeps a freed block from its stream until the oth
     CHECK(empty<float, CUDA>({1 << 20}).numel() == 1 << 20);  // (an allocation polls the events)
   }
   CHECK(gpu::memory_stats().pending == 0);
+}
+
+TEST_CASE("cuda: each thread's per-thread default stream is a stream of its own for the allocator and cuBLASLt") {
+  REQUIRE_GPU();
+  namespace dc = reel::detail::cuda;
+  // What keys the caching allocator's free lists and the cuBLASLt workspaces: the stream's id,
+  // which tells the two threads' per-thread default streams apart though their handle is one.
+  reel::detail::StreamId ids[2] = {0, 0};
+  auto work = [&](int k) {
+    gpu::StreamGuard g(cudaStreamPerThread);
+    ids[k] = dc::current_stream_id();
+    auto a = dev(host_randn({64, 64}));
+    Tensor<float, CUDA> c = matmul(a, a);  // a workspace for this thread's stream
+    (void)host(c);
+  };
+  std::thread t0(work, 0), t1(work, 1);
+  t0.join();
+  t1.join();
+  CHECK(ids[0] != ids[1]);
+  CHECK(ids[0] != dc::stream_id(cudaStreamLegacy));
+  CHECK(dc::stream_id(nullptr) == dc::stream_id(cudaStreamLegacy));  // (this file: the legacy default stream)
 }
 
 TEST_CASE("cuda: elementwise expressions match the CPU") {
