@@ -55,6 +55,64 @@ inline ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, cons
 // its own kernel per kind; None: not available there).
 enum class RunKind { None, Sum, Mean, Prod, Max, Min, ArgMax, ArgMin };
 
+// Sum (or mean) of a small tensor over some dims, read in place: one walk over x in its
+// stride order accumulating into the output (zero stride along the reduced dims), so
+// neither a permuted copy nor a call per output element is paid. Short reduced runs
+// (xyz = 3) are plain loops; long unit-stride ones are Eigen sums; a kept inner dim adds
+// whole slices. Float accumulates in double, as sum_run does.
+template <class T>
+void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double,
+              std::conditional_t<std::is_same_v<T, std::complex<float>>, std::complex<double>, T>>;
+  const int64_t nout = p.outer;
+  thread_local std::vector<Acc> buf;
+  Acc* acc;
+  if constexpr (std::is_same_v<Acc, T>) {
+    acc = dst;
+  } else {
+    buf.resize(nout);
+    acc = buf.data();
+  }
+  std::fill(acc, acc + nout, Acc{});
+  Shape ost(x.dim(), 0);  // the output's strides over x's dims
+  for (int64_t i = x.dim() - 1, s = 1; i >= 0; --i)
+    if (p.out_keep[i] != 1 || x.size(i) == 1) {
+      ost[i] = p.out_keep[i] == 1 ? 0 : s;
+      s *= p.out_keep[i];
+    }
+  const Shape xs = x.sizes(), xst = x.strides();
+  Operands ops;
+  ops.add(acc, xs, ost);
+  ops.add(x.data_ptr(), xs, xst);
+  run_rows(ops, nullptr, [](void*, const RowCtx& c, int64_t cnt, int64_t rows, bool) {
+    Acc* o = static_cast<Acc*>(const_cast<void*>(c.base[0])) + c.off[0];
+    const T* in = static_cast<const T*>(c.base[1]) + c.off[1];
+    const int64_t os = c.inner[0], is = c.inner[1], oo = c.outer[0], io = c.outer[1];
+    if (os == 0 && cnt < kShortRow && rows > cnt) {  // short reduced rows: add column by column
+      for (int64_t i = 0; i < cnt; ++i)
+        for (int64_t r = 0; r < rows; ++r) o[r * oo] += static_cast<Acc>(in[r * io + i * is]);
+      return;
+    }
+    for (int64_t r = 0; r < rows; ++r, o += oo, in += io) {
+      if (os == 0) {  // the row is reduced
+        if (is == 1 && cnt >= 16) {
+          *o += static_cast<Acc>(Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(in, cnt).sum());
+        } else {
+          Acc a{};
+          for (int64_t i = 0; i < cnt; ++i) a += static_cast<Acc>(in[i * is]);
+          *o += a;
+        }
+      } else if (os == 1 && is == 1 && cnt >= 16) {
+        Eigen::Map<Eigen::Array<Acc, Eigen::Dynamic, 1>>(o, cnt) += cast_eigen<Acc>(Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(in, cnt));
+      } else {
+        for (int64_t i = 0; i < cnt; ++i) o[i * os] += static_cast<Acc>(in[i * is]);
+      }
+    }
+  });
+  const real_t<Acc> n = static_cast<real_t<Acc>>(p.inner);
+  for (int64_t i = 0; i < nout; ++i) dst[i] = static_cast<T>(mean ? acc[i] / n : acc[i]);
+}
+
 // Applies `f(const T* run, int64_t len) -> R` to every reduced run of x.
 template <class R, RunKind K = RunKind::None, class T, class D, class F>
 Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const char* fn, F&& f) {
@@ -71,6 +129,13 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
       DeviceBackend<D>::template reduce_runs<K>(xp.data_ptr(), out.data_ptr(), p.outer, p.inner);
     }
   } else if constexpr (!std::is_same_v<D, Meta>) {
+    if constexpr ((K == RunKind::Sum || K == RunKind::Mean) && std::is_same_v<R, T> &&
+                  (std::is_floating_point_v<T> || is_complex_v<T>)) {
+      if (p.outer > 1 && p.inner > 0 && x.numel() < kParallelThreshold) {
+        sum_strided(x, p, K == RunKind::Mean, out.data_ptr());
+        return out;
+      }
+    }
     auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
     const T* src = xp.data_ptr();
     R* dst = out.data_ptr();

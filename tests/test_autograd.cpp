@@ -38,6 +38,36 @@ TEST_CASE("broadcast operands get gradients summed over the broadcast dims") {
   check_close(b.grad(), {3, 3, 3});
 }
 
+TEST_CASE("a pair energy over [n, n, 3] (short rows, broadcasts, dim-3 sums): gradient and tangent in closed form") {
+  // E = sum over i, j of exp(-|x_i - x_j|^2): dE/dx_i = -4 sum_j exp(-|x_i - x_j|^2) (x_i - x_j)
+  for (int64_t n : {1, 2, 7, 38, 70}) {
+    Generator gen(n);
+    Td P = randn<double>({n, 3}, gen);
+    Td V = randn<double>({n, 3}, gen);
+    auto energy = [](const Td& x) {
+      Td d = x.unsqueeze(1) - x.unsqueeze(0);
+      return sum(exp(-sum(d * d, Shape{2})));
+    };
+    Td x = P.detach();
+    x.requires_grad_();
+    auto g = autograd::grad({energy(x)}, {x})[0];
+    auto pv = P.to_vector(), vv = V.to_vector();
+    std::vector<double> want(3 * n, 0.0);
+    double dir = 0;  // the directional derivative along V
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double r2 = 0;
+        for (int k = 0; k < 3; ++k) r2 += (pv[3 * i + k] - pv[3 * j + k]) * (pv[3 * i + k] - pv[3 * j + k]);
+        for (int k = 0; k < 3; ++k) want[3 * i + k] += -4 * std::exp(-r2) * (pv[3 * i + k] - pv[3 * j + k]);
+      }
+    for (int64_t q = 0; q < 3 * n; ++q) dir += want[q] * vv[q];
+    INFO("n = ", n);
+    check_close(g.reshape({-1}), want, 1e-12);
+    auto [value, tangent] = autograd::functional::jvp(energy, {P}, {V});
+    CHECK(tangent.item() == doctest::Approx(dir).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("third derivative of sin(x) * exp(x) through create_graph") {
   auto x = tensor<double>({-1.2, 0.3, 0.9, 2.0});
   x.requires_grad_();

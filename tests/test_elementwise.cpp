@@ -132,6 +132,85 @@ TEST_CASE("large tensors take the parallel path and give the same values") {
   CHECK(ok2);
 }
 
+// Reference for the loop-order tests: element (i, j, k) of a [n0, n1, n2] result.
+template <class F>
+static std::vector<double> grid3(int64_t n0, int64_t n1, int64_t n2, F f) {
+  std::vector<double> r;
+  for (int64_t i = 0; i < n0; ++i)
+    for (int64_t j = 0; j < n1; ++j)
+      for (int64_t k = 0; k < n2; ++k) r.push_back(f(i, j, k));
+  return r;
+}
+
+TEST_CASE("short inner dims, broadcasts and permuted outputs: every loop order gives the same values") {
+  // pair differences (the physics pattern: a length-3 last dim, blocks of short rows), for
+  // sizes around the short-row and Eigen-row thresholds and above the parallel threshold
+  for (int64_t n : {1, 2, 5, 38, 120}) {
+    for (int64_t c : {1, 2, 3, 7, 8, 16, 17}) {
+      Tensor<double> P = arange<double>(n * c).reshape({n, c}) * 0.5 - 3.0;
+      Tensor<double> d = P.unsqueeze(1) - P.unsqueeze(0);
+      auto pv = P.to_vector();
+      CHECK(d.to_vector() == grid3(n, n, c, [&](int64_t i, int64_t j, int64_t k) { return pv[i * c + k] - pv[j * c + k]; }));
+      Tensor<double> e = exp(P.unsqueeze(0) * 0.1) * P.unsqueeze(1);  // unary + broadcast on both sides
+      auto ev = e.to_vector();
+      auto ex = grid3(n, n, c, [&](int64_t i, int64_t j, int64_t k) { return std::exp(pv[j * c + k] * 0.1) * pv[i * c + k]; });
+      double worst = 0;
+      for (size_t q = 0; q < ex.size(); ++q) worst = std::max(worst, std::abs(ev[q] - ex[q]) / (std::abs(ex[q]) + 1e-300));
+      CHECK(worst <= 1e-15);
+    }
+  }
+  // a permuted, sliced input and a transposed output (written along its unit stride)
+  auto x = arange<double>(4 * 6 * 5).reshape({4, 6, 5});
+  auto xv = x.to_vector();
+  Tensor<double> y = x.permute({2, 0, 1}).slice(2, 1, 6, 2) * 2.0 + 1.0;  // [5, 4, 3]
+  CHECK(y.to_vector() == grid3(5, 4, 3, [&](int64_t i, int64_t j, int64_t k) { return xv[j * 30 + (1 + 2 * k) * 5 + i] * 2 + 1; }));
+  auto out = zeros<double>({3, 4, 5});
+  out.permute({2, 1, 0}).copy_(y);  // out[k, j, i] = y[i, j, k]
+  CHECK(out.to_vector() == grid3(3, 4, 5, [&](int64_t k, int64_t j, int64_t i) { return xv[j * 30 + (1 + 2 * k) * 5 + i] * 2 + 1; }));
+  // a negative-stride-free but non-contiguous output with a broadcast column
+  auto big = zeros<double>({6, 10});
+  auto col = tensor<double>({1, 2, 3});
+  big.slice(0, 0, 6, 2).slice(1, 1, 10, 3).copy_(col.unsqueeze(1) * tensor<double>({10, 20, 30}));
+  auto bv = big.to_vector();
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 10; ++j) {
+      bool hit = i % 2 == 0 && j % 3 == 1;
+      CHECK(bv[i * 10 + j] == (hit ? double((i / 2 + 1) * 10 * (j / 3 + 1)) : 0.0));
+    }
+}
+
+TEST_CASE("pow with small integer and half exponents stays within 2 ulp of std::pow") {
+  std::vector<double> xs = {0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 1e-3, 1e300, -7.25, 1e-160, 3.0e15,
+                            std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                            std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::denorm_min()};
+  for (int i = 0; i < 200; ++i) xs.push_back(std::ldexp(1.0 + i / 200.0, i % 40 - 20) * (i % 3 ? 1 : -1));
+  auto x = from_vector<double>(xs, {int64_t(xs.size())});
+  for (double e : {-4.0, -3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 2.5, -1.5}) {
+    auto v = Tensor<double>(pow(x, e)).to_vector();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double want = std::pow(xs[i], e), got = v[i];
+      // +-0.5 are sqrt and 1/sqrt, as in PyTorch 2.15 (checked there): (-inf)^(+-0.5) = nan,
+      // (-0)^0.5 = -0, (-0)^-0.5 = -inf
+      if (std::abs(e) == 0.5 && xs[i] == -std::numeric_limits<double>::infinity()) want = std::nan("");
+      if (e == 0.5 && xs[i] == 0.0) want = xs[i];
+      if (e == -0.5 && xs[i] == 0.0) want = 1 / xs[i];
+      INFO("x = ", xs[i], ", exponent ", e);
+      if (std::isnan(want)) {
+        CHECK(std::isnan(got));
+      } else if (std::isinf(want) || want == 0 || std::abs(want) < std::numeric_limits<double>::min()) {
+        CHECK(got == want);
+        CHECK(std::signbit(got) == std::signbit(want));
+      } else {
+        CHECK(std::abs(got - want) <= 2 * std::abs(std::nextafter(want, 2 * want) - want));
+      }
+    }
+  }
+  // float and a tensor exponent take the same rule
+  auto xf = tensor<float>({1.5f, -2.0f, 0.25f});
+  CHECK(Tensor<float>(pow(xf, tensor<float>({-3.0f, 4.0f, 0.5f}))).to_vector() ==
+        std::vector<float>{1 / (1.5f * 1.5f * 1.5f), 16.0f, 0.5f});
+}
+
 TEST_CASE("integer arithmetic") {
   auto a = tensor<int32_t>({7, -7, 3});
   auto b = tensor<int32_t>({2, 2, -2});

@@ -132,6 +132,57 @@ TEST_CASE("histc") {
   CHECK_THROWS_AS(histc(x, 4, 0, 4, out), value_error);  // out has the wrong shape
 }
 
+// sum over `red` dims of a [4, 5, 3] tensor given by value(i, j, k), as a plain loop
+template <class T, class F>
+static std::vector<T> naive_sum(const std::vector<bool>& red, F value) {
+  int64_t n[3] = {4, 5, 3};
+  std::vector<T> out;
+  for (int64_t i = 0; i < (red[0] ? 1 : n[0]); ++i)
+    for (int64_t j = 0; j < (red[1] ? 1 : n[1]); ++j)
+      for (int64_t k = 0; k < (red[2] ? 1 : n[2]); ++k) {
+        T acc{};
+        for (int64_t a = 0; a < (red[0] ? n[0] : 1); ++a)
+          for (int64_t b = 0; b < (red[1] ? n[1] : 1); ++b)
+            for (int64_t c = 0; c < (red[2] ? n[2] : 1); ++c) acc += value(red[0] ? a : i, red[1] ? b : j, red[2] ? c : k);
+        out.push_back(acc);
+      }
+  return out;
+}
+
+TEST_CASE_TEMPLATE("sum and mean over any dims of small strided tensors (read in place)", T, float, double,
+                   std::complex<double>) {
+  // contiguous, permuted and sliced layouts of the same logical [4, 5, 3] values
+  auto base = arange<double>(4 * 5 * 6).reshape({4, 5, 6});
+  std::vector<Tensor<T>> layouts;
+  auto val = [](int64_t i, int64_t j, int64_t k) { return T(double(i * 30 + j * 6 + 2 * k + 1) * 0.25); };
+  Tensor<T> full = (base.to<T>() * T(0.25));
+  layouts.push_back(full.slice(2, 1, 6, 2));                              // strided last dim
+  layouts.push_back(full.slice(2, 1, 6, 2).contiguous());                 // contiguous
+  layouts.push_back(full.slice(2, 1, 6, 2).permute({2, 0, 1}).contiguous().permute({1, 2, 0}));  // dim 2 outermost
+  for (const auto& x : layouts) {
+    for (int mask = 1; mask < 8; ++mask) {
+      std::vector<bool> red = {bool(mask & 1), bool(mask & 2), bool(mask & 4)};
+      Shape dims;
+      int64_t cnt = 1;
+      for (int d = 0; d < 3; ++d)
+        if (red[d]) {
+          dims.push_back(d);
+          cnt *= x.size(d);
+        }
+      auto want = naive_sum<T>(red, val);
+      auto got = sum(x, dims).contiguous().to_vector();
+      auto got_mean = mean(x, dims).contiguous().to_vector();
+      REQUIRE(got.size() == want.size());
+      for (size_t q = 0; q < want.size(); ++q) {
+        INFO("mask ", mask, " element ", q);
+        CHECK(std::abs(got[q] - want[q]) <= 1e-6 * std::abs(want[q]));
+        CHECK(std::abs(got_mean[q] - want[q] / T(double(cnt))) <= 1e-6 * std::abs(want[q] / T(double(cnt))));
+      }
+      CHECK(sum(x, dims, true).dim() == 3);
+    }
+  }
+}
+
 TEST_CASE("cat and stack") {
   auto a = from_vector<float>({1, 2, 3, 4}, {2, 2});
   auto b = from_vector<float>({5, 6}, {1, 2});

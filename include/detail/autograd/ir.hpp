@@ -455,14 +455,35 @@ template <class T, class Dev> const TypeInfo& type_info() {
 // Evaluates `roots` of `g` into `outs` (already allocated with the broadcast shape of the
 // live leaves). One pass over the output in chunks: leaves are read in place (unit or zero
 // stride) or gathered, each live op runs its kernel on the chunk, roots are stored.
-inline void copy_elems(void* dst, int64_t ds, const void* src, int64_t ss, int64_t n, int size) {
+template <class W>  // W: an element's bytes (memcpy of a constant size: one load, one store)
+void copy2d_as(unsigned char* d, int64_t di, int64_t dob, const unsigned char* s, int64_t si, int64_t sob, int64_t n,
+               int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(d + (r * dob + i * di) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
+}
+struct Bytes16 {
+  unsigned char b[16];
+};
+// rows x n elements of `size` bytes, element (r, i) at r * outer + i * inner (in elements).
+inline void copy2d(void* dst, int64_t di, int64_t dob, const void* src, int64_t si, int64_t sob, int64_t n, int64_t rows,
+                   int size) {
   auto* d = static_cast<unsigned char*>(dst);
   auto* s = static_cast<const unsigned char*>(src);
-  if (ds == 1 && ss == 1) {
-    std::memcpy(d, s, static_cast<size_t>(n) * size);
+  if (di == 1 && si == 1 && (rows == 1 || (dob == n && sob == n))) {
+    std::memcpy(d, s, static_cast<size_t>(n * rows) * size);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ds * size, s + i * ss * size, size);
+  switch (size) {
+    case 1: return copy2d_as<uint8_t>(d, di, dob, s, si, sob, n, rows);
+    case 2: return copy2d_as<uint16_t>(d, di, dob, s, si, sob, n, rows);
+    case 4: return copy2d_as<uint32_t>(d, di, dob, s, si, sob, n, rows);
+    case 8: return copy2d_as<uint64_t>(d, di, dob, s, si, sob, n, rows);
+    case 16: return copy2d_as<Bytes16>(d, di, dob, s, si, sob, n, rows);
+    default:
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < n; ++i) std::memcpy(d + (r * dob + i * di) * size, s + (r * sob + i * si) * size, size);
+  }
 }
 
 struct EvalState {
@@ -471,12 +492,15 @@ struct EvalState {
   std::span<const int> leaf_op;  // operand index of each leaf slot (-1 unused)
   std::span<const int> roots;
   int nout;
+  int nops;  // operands: the outputs, then the live leaves
 };
 
-inline void eval_rows(void* self, const RowCtx& c, int64_t cnt, bool) {
-  const EvalState& s = *static_cast<const EvalState*>(self);
-  const auto& nodes = s.g->nodes;
+// Runs the graph over one tile: `rows` rows of n elements, operand k's row r starting at
+// off[k] + r * outer[k]. The op kernels see the tile as one run of n * rows elements: a leaf
+// that is not one run already (unit stride across the rows, or a broadcast 0) is gathered.
+inline void eval_tile(const EvalState& s, const RowCtx& c, const int64_t* off, int64_t n, int64_t rows) {
   constexpr int64_t K = 256;
+  const auto& nodes = s.g->nodes;
   thread_local std::vector<unsigned char> scratch;
   thread_local std::vector<const void*> ptr;
   thread_local std::vector<int64_t> stride;
@@ -486,44 +510,67 @@ inline void eval_rows(void* self, const RowCtx& c, int64_t cnt, bool) {
     ptr.resize(nn);
     stride.resize(nn);
   }
-  for (int64_t start = 0; start < cnt; start += K) {
-    const int64_t m = std::min(K, cnt - start);
-    for (int i : s.order) {
-      const IrNode& n = nodes[i];
-      unsigned char* buf = scratch.data() + static_cast<size_t>(i) * K * 16;
-      if (n.kind == Kind::Leaf) {
-        int q = s.leaf_op[n.leaf];
-        int64_t inner = c.inner[q];
-        const unsigned char* base =
-            static_cast<const unsigned char*>(c.base[q]) + (c.off[q] + start * inner) * n.type->size;
-        if (inner == 0 || inner == 1) {
-          ptr[i] = base;
-          stride[i] = inner;
-        } else {
-          copy_elems(buf, 1, base, inner, m, n.type->size);
-          ptr[i] = buf;
-          stride[i] = 1;
-        }
-      } else if (n.kind == Kind::Const) {
-        ptr[i] = n.data;
-        stride[i] = 0;
+  const int64_t m = n * rows;
+  for (int i : s.order) {
+    const IrNode& nd = nodes[i];
+    unsigned char* buf = scratch.data() + static_cast<size_t>(i) * K * 16;
+    if (nd.kind == Kind::Leaf) {
+      int q = s.leaf_op[nd.leaf];
+      const int64_t in = c.inner[q], ou = c.outer[q];
+      const unsigned char* base = static_cast<const unsigned char*>(c.base[q]) + off[q] * nd.type->size;
+      const bool one_run = rows == 1 || ou == n * in;
+      if ((in == 0 && (rows == 1 || ou == 0)) || (in == 1 && one_run)) {
+        ptr[i] = base;
+        stride[i] = in;
       } else {
-        const void* in[3];
-        int64_t st[3];
-        for (int k = 0; k < n.nargs; ++k) {
-          in[k] = ptr[n.args[k]];
-          st[k] = stride[n.args[k]];
-        }
-        n.op->kernel(n.data, in, st, buf, m);
+        copy2d(buf, 1, n, base, in, ou, n, rows, nd.type->size);
         ptr[i] = buf;
         stride[i] = 1;
       }
+    } else if (nd.kind == Kind::Const) {
+      ptr[i] = nd.data;
+      stride[i] = 0;
+    } else {
+      const void* in[3];
+      int64_t st[3];
+      for (int k = 0; k < nd.nargs; ++k) {
+        in[k] = ptr[nd.args[k]];
+        st[k] = stride[nd.args[k]];
+      }
+      nd.op->kernel(nd.data, in, st, buf, m);
+      ptr[i] = buf;
+      stride[i] = 1;
     }
-    for (int r = 0; r < s.nout; ++r) {
-      int id = s.roots[r];
-      int size = nodes[id].type->size;
-      void* dst = static_cast<unsigned char*>(const_cast<void*>(c.base[r])) + (c.off[r] + start * c.inner[r]) * size;
-      copy_elems(dst, c.inner[r], ptr[id], stride[id], m, size);
+  }
+  for (int r = 0; r < s.nout; ++r) {
+    int id = s.roots[r];
+    int size = nodes[id].type->size;
+    void* dst = static_cast<unsigned char*>(const_cast<void*>(c.base[r])) + off[r] * size;
+    if (stride[id] == 0)  // a constant or broadcast root: every element the same
+      copy2d(dst, c.inner[r], c.outer[r], ptr[id], 0, 0, n, rows, size);
+    else
+      copy2d(dst, c.inner[r], c.outer[r], ptr[id], 1, n, n, rows, size);
+  }
+}
+
+// A block of rows, cut into tiles of at most 256 elements: whole rows when they are short,
+// chunks of one row when they are long.
+inline void eval_rows(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool) {
+  const EvalState& s = *static_cast<const EvalState*>(self);
+  constexpr int64_t K = 256;
+  int64_t off[kMaxOperands];
+  const int nk = s.nops;
+  if (cnt >= K / 2) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t start = 0; start < cnt; start += K) {
+        for (int k = 0; k < nk; ++k) off[k] = c.off[k] + r * c.outer[k] + start * c.inner[k];
+        eval_tile(s, c, off, std::min(K, cnt - start), 1);
+      }
+  } else {
+    const int64_t per = K / cnt;
+    for (int64_t r = 0; r < rows; r += per) {
+      for (int k = 0; k < nk; ++k) off[k] = c.off[k] + r * c.outer[k];
+      eval_tile(s, c, off, cnt, std::min(per, rows - r));
     }
   }
 }
@@ -582,7 +629,7 @@ inline void evaluate_cpu(const Graph& g, std::span<const TensorImpl* const> leav
   thread_local std::vector<int> order, leaf_op;  // reused: no allocation per call
   Operands ops;
   live_operands(g, leaves, roots, outs, live, ops, order, leaf_op);
-  EvalState s{&g, order, leaf_op, roots, static_cast<int>(roots.size())};
+  EvalState s{&g, order, leaf_op, roots, static_cast<int>(roots.size()), ops.n};
   // every output has the same shape; operand 0 defines the iteration space
   run_rows(ops, &s, &eval_rows);
 }

@@ -4,11 +4,15 @@
 // Evaluating a tree is one pass over the output:
 //   1. broadcast the leaves' shapes, and coalesce dimensions that are contiguous for every
 //      operand (so most strided/broadcast cases become 1 or 2 dimensions);
-//   2. split the flat output range between the threads (above a size threshold);
-//   3. walk it row by row (a row = the innermost coalesced dimension). A row where every
-//      tensor leaf has unit stride is evaluated as one Eigen array expression built from
-//      `Eigen::Map`s, so Eigen's SIMD kernels (incl. its vectorized exp/log/sin/...) run;
-//      other rows use the scalar form of each op.
+//   2. order the dimensions by the operands' strides (the output's first), as PyTorch's
+//      TensorIterator does, so the innermost loop runs along the smallest strides;
+//   3. split the flat output range between the threads (above a size threshold);
+//   4. hand each row kernel blocks of rows (a row = the innermost coalesced dimension, a
+//      block = consecutive rows along the next one), so a short innermost dimension (xyz = 3)
+//      costs one kernel call per block, not per row. A long row where every tensor leaf has
+//      unit stride is evaluated as one Eigen array expression built from `Eigen::Map`s, so
+//      Eigen's SIMD kernels (incl. its vectorized exp/log/sin/...) run; other rows use the
+//      scalar form of each op.
 #include <tuple>
 #include <utility>
 
@@ -182,13 +186,14 @@ template <class E> Shape shape_of(const E& e) {
 // done once, by non-template code, for every expression; each expression only supplies
 // its row kernel. That keeps per-expression compile time and per-call overhead small.
 
-// Operand k's state while a row is processed: its base pointer, the element offset of
-// the row's first element, and its stride along the row. Operand 0 is the output, tensor
-// leaves follow in left-to-right order.
+// Operand k's state while a block of rows is processed: its base pointer, the element
+// offset of the block's first element, its stride along a row and from one row to the next.
+// Operand 0 is the output, tensor leaves follow in left-to-right order.
 struct RowCtx {
   const void* const* base;
   const int64_t* off;
   const int64_t* inner;
+  const int64_t* outer;
 };
 
 inline constexpr int kMaxOperands = 32;
@@ -314,9 +319,10 @@ template <class Op, class... A> struct eigen_able<Expr<Op, A...>> {
   static constexpr bool value = args_ok && (sizeof...(A) <= 2 || vec_ok());
 };
 
+// Elements below which work stays on one thread.
+inline constexpr int64_t kParallelThreshold = 1 << 15;
 inline int num_threads_for(int64_t n) {
 #ifdef _OPENMP
-  constexpr int64_t kParallelThreshold = 1 << 15;
   if (n >= kParallelThreshold && !omp_in_parallel()) return omp_get_max_threads();
 #endif
   (void)n;
@@ -356,7 +362,7 @@ inline void parallel_for(int64_t n, int64_t grain, RangeFn f) {
 
 // Runs f(begin, end) over [0, n) split between threads (each thread one contiguous range).
 template <class F>
-void parallel_range(int64_t n, F&& f, int64_t grain = 1 << 15) {
+void parallel_range(int64_t n, F&& f, int64_t grain = kParallelThreshold) {
   parallel_for(n, grain, RangeFn(f));
 }
 
@@ -382,6 +388,28 @@ inline void coalesce(Shape& sizes, int nops, int64_t* st, int64_t& nd) {
   }
   nd = std::max<int64_t>(w, 1);
   sizes.resize(nd);
+}
+
+// Orders the dims outermost to innermost by the operands' strides (TensorIterator's rule):
+// the first operand whose strides along two dims differ, neither being a broadcast 0,
+// decides; otherwise the order stays. Usually the output is contiguous and nothing moves;
+// a transposed output (y.t().copy_(x), a backward pass into a permuted view) is then
+// written along its unit stride instead of across it.
+inline void order_dims(Shape& sizes, int nops, int64_t* st, int64_t nd) {
+  auto inner_first = [&](int64_t a, int64_t b) {  // should dim b (now inside a) go outside a?
+    if (sizes[a] == 1 || sizes[b] == 1) return false;
+    for (int k = 0; k < nops; ++k) {
+      int64_t sa = std::abs(st[k * kMaxDims + a]), sb = std::abs(st[k * kMaxDims + b]);
+      if (sa == 0 || sb == 0 || sa == sb) continue;
+      return sa < sb;
+    }
+    return false;
+  };
+  for (int64_t i = nd - 2; i >= 0; --i)  // insertion sort, innermost dims first
+    for (int64_t j = i; j + 1 < nd && inner_first(j, j + 1); ++j) {
+      std::swap(sizes[j], sizes[j + 1]);
+      for (int k = 0; k < nops; ++k) std::swap(st[k * kMaxDims + j], st[k * kMaxDims + j + 1]);
+    }
 }
 
 // The iteration space of `ops` (operand 0 is the output, whose sizes define the space):
@@ -415,14 +443,17 @@ inline void plan_iteration(const Operands& ops, IterPlan& p) {
     p.sizes = Shape{1};
     for (int k = 0; k < ops.n; ++k) p.st[k * kMaxDims] = 1;
   } else {
+    order_dims(p.sizes, ops.n, p.st, nd);
     coalesce(p.sizes, ops.n, p.st, nd);
   }
   p.nd = nd;
 }
 
-// Calls row(ctx, cnt, unit) for every row of the broadcast iteration space of `ops`
-// (operand 0 is the output, whose sizes define the space).
-using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, bool unit);
+// Calls row(ctx, cnt, rows, unit) for every block of rows of the broadcast iteration
+// space of `ops` (operand 0 is the output, whose sizes define the space): `rows` rows of
+// `cnt` elements, row r of operand k starting at off[k] + r * outer[k]. `unit`: every
+// operand has unit stride along the rows.
+using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
 inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
   int64_t n = numel_of(*ops.sizes[0]);
   if (n == 0) return;
@@ -430,7 +461,7 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
     REEL_CHECK(int64_t(ops.sizes[0]->size()) <= kMaxDims, not_implemented_error, "elementwise ops support up to ",
                kMaxDims, " dimensions, got ", ops.sizes[0]->size());
     int64_t off[kMaxOperands] = {}, inner[kMaxOperands] = {};
-    row_fn(self, RowCtx{ops.base, off, inner}, 1, true);
+    row_fn(self, RowCtx{ops.base, off, inner, inner}, 1, 1, true);
     return;
   }
   IterPlan plan;
@@ -440,31 +471,35 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
   const Shape& sizes = plan.sizes;
   const int64_t* st = plan.st;
   const int64_t len = sizes[nd - 1];
-  int64_t inner[kMaxOperands];
+  const int64_t nrow = nd >= 2 ? sizes[nd - 2] : 1;  // rows along the block dimension
+  int64_t inner[kMaxOperands], outer[kMaxOperands];
   bool unit = true;
   for (int k = 0; k < nops; ++k) {
     inner[k] = st[k * kMaxDims + nd - 1];
+    outer[k] = nd >= 2 ? st[k * kMaxDims + nd - 2] : 0;
     unit = unit && inner[k] == 1;
   }
   auto work = [&](int64_t begin, int64_t end) {
-    int64_t idx[kMaxDims] = {};
+    int64_t idx[kMaxDims] = {};  // coordinates of the current row (dims 0 .. nd-2)
     int64_t off[kMaxOperands];
     int64_t row = begin / len, col = begin % len;
     for (int64_t d = nd - 2, q = row; d >= 0; --d) {
       idx[d] = q % sizes[d];
       q /= sizes[d];
     }
-    RowCtx c{ops.base, off, inner};
+    RowCtx c{ops.base, off, inner, outer};
     for (int64_t pos = begin; pos < end;) {
       for (int k = 0; k < nops; ++k) {
         int64_t o = col * inner[k];
         for (int64_t d = 0; d < nd - 1; ++d) o += idx[d] * st[k * kMaxDims + d];
         off[k] = o;
       }
-      int64_t cnt = std::min(len - col, end - pos);
-      row_fn(self, c, cnt, unit);
-      pos += cnt;
+      int64_t cnt = std::min(len - col, end - pos), rows = 1;
+      if (col == 0 && cnt == len && nd >= 2) rows = std::min(nrow - idx[nd - 2], (end - pos) / len);
+      row_fn(self, c, cnt, rows, unit);
+      pos += cnt * rows;
       col = 0;
+      if (nd >= 2) idx[nd - 2] += rows - 1;
       for (int64_t d = nd - 2; d >= 0; --d) {
         if (++idx[d] < sizes[d]) break;
         idx[d] = 0;
@@ -473,6 +508,11 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
   };
   parallel_range(n, work);
 }
+
+// Rows shorter than this take the scalar loop (an Eigen map's setup costs more than it saves).
+inline constexpr int64_t kEigenMinRow = 16;
+// Rows shorter than this, in blocks of more rows than that, are walked across (xyz = 3).
+inline constexpr int64_t kShortRow = 8;
 
 // Evaluates expression `e` into the (already shaped) destination `out`.
 template <class R, class D, class E>
@@ -489,18 +529,38 @@ void eval_into(const Tensor<R, D>& out, const E& e) {
     Operands ops;
     ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
     collect_leaves(e, ops);
-    run_rows(ops, const_cast<E*>(&e), [](void* self, const RowCtx& c, int64_t cnt, bool unit) {
+    run_rows(ops, const_cast<E*>(&e), [](void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit) {
       const E& ex = *static_cast<const E*>(self);
-      R* o = static_cast<R*>(const_cast<void*>(c.base[0])) + c.off[0];
-      if constexpr (eigen_able<E>::value) {
-        if (unit) {
-          Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o, cnt);
-          m = cast_eigen<R>(eval_eigen<1>(ex, c, cnt));
-          return;
-        }
+      constexpr int N = leaf_count_v<E> + 1;
+      int64_t off[N], inner[N];  // local copies: the stores through o cannot alias them
+      for (int k = 0; k < N; ++k) {
+        off[k] = c.off[k];
+        inner[k] = c.inner[k];
       }
-      const int64_t s = c.inner[0];
-      for (int64_t i = 0; i < cnt; ++i) o[i * s] = convert<R>(eval_at<1>(ex, c, i));
+      const RowCtx rc{c.base, off, inner, c.outer};
+      R* const o = static_cast<R*>(const_cast<void*>(c.base[0]));
+      if (cnt < kShortRow && rows > cnt) {  // short rows: the loop runs across them
+        int64_t outer[N];
+        for (int k = 0; k < N; ++k) outer[k] = c.outer[k];
+        const RowCtx cc{c.base, off, outer, inner};
+        for (int64_t i = 0; i < cnt; ++i) {
+          for (int64_t r = 0; r < rows; ++r) o[off[0] + r * outer[0]] = convert<R>(eval_at<1>(ex, cc, r));
+          for (int k = 0; k < N; ++k) off[k] += inner[k];
+        }
+        return;
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        if constexpr (eigen_able<E>::value) {
+          if (unit && cnt >= kEigenMinRow) {
+            Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o + off[0], cnt);
+            m = cast_eigen<R>(eval_eigen<1>(ex, rc, cnt));
+            for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+            continue;
+          }
+        }
+        for (int64_t i = 0; i < cnt; ++i) o[off[0] + i * inner[0]] = convert<R>(eval_at<1>(ex, rc, i));
+        for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+      }
     });
   }
 }

@@ -126,13 +126,25 @@ struct PowOp : SameTypeRule {
         if (e & 1) acc *= x;  // wraps modulo 2^n like PyTorch's integer pow
       r = static_cast<C>(acc);
       return r;
+    } else if constexpr (is_complex_v<C>) {
+      return std::pow(a, b);
     } else {
+      // The exponents physics codes write (r^-3, x^2, and -4 in r^-3's derivative) as
+      // products, like PyTorch's CPU kernel does for 2, 3, -1, -2, +-0.5 (we add +-4 and -3):
+      // within 2 ulp of pow and several times faster. No vector form: Eigen's vectorized pow
+      // is slower than glibc's scalar one.
+      if (b == C(0.5)) return std::sqrt(a);
+      if (b == C(-0.5)) return C(1) / std::sqrt(a);
+      if (b >= C(-4) && b <= C(4) && b == static_cast<C>(static_cast<int>(b)) && b != C(0) && b != C(1)) {
+        const int n = static_cast<int>(b);
+        const int m = n < 0 ? -n : n;
+        const C s = a * a;
+        const C p = m == 2 ? s : m == 3 ? s * a : m == 4 ? s * s : a;
+        return n < 0 ? C(1) / p : p;
+      }
       return std::pow(a, b);
     }
   }
-  template <class C, class A, class B>
-    requires detail::vec_float_v<C>
-  auto vec(const A& a, const B& b) const { return Eigen::pow(a, b); }
   template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const { return b * pow(a, b - 1); }
   // x^y ln x, taken as 0 where x == 0 and y >= 0 (the limit; PyTorch does the same).
   template <class O, class A, class B> auto d1(const O& out, const A& a, const B& b) const {
