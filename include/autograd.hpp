@@ -120,14 +120,25 @@ void backward(std::initializer_list<Tensor<T, D>> outputs, std::initializer_list
 namespace forward_ad {
 
 // Enters a new forward-mode level for its lifetime (levels nest). Tangents made at a level
-// are invisible once it exits.
+// are invisible once it exits. dual_level(k) (reel's vector mode, what jax.vmap(jvp) gives):
+// every tangent at the level has a leading dimension of k directions, [k, *primal sizes],
+// and each op propagates all k in one pass.
 class dual_level {
  public:
-  dual_level() : id_(next_id()) { reel::detail::level_state().live.push_back(id_); }
-  ~dual_level() {
-    auto& live = reel::detail::level_state().live;
-    live.erase(std::find(live.begin(), live.end(), id_));
+  dual_level() : dual_level(0) {}
+  explicit dual_level(int64_t batch) : id_(next_id()) {
+    REEL_CHECK(batch >= 0, value_error, "dual_level: the number of directions must be >= 0, got ", batch);
+    auto& s = reel::detail::level_state();
+    s.live.push_back(id_);
+    s.batch.push_back(batch);
   }
+  ~dual_level() {
+    auto& s = reel::detail::level_state();
+    auto it = std::find(s.live.begin(), s.live.end(), id_);
+    s.batch.erase(s.batch.begin() + (it - s.live.begin()));
+    s.live.erase(it);
+  }
+  int64_t batch() const { return reel::detail::level_batch(id_); }
   dual_level(const dual_level&) = delete;
   dual_level& operator=(const dual_level&) = delete;
   uint64_t id() const { return id_; }
@@ -152,8 +163,15 @@ template <class T, class D>
 Tensor<T, D> make_dual(const Tensor<T, D>& primal, const Tensor<T, D>& tangent) {
   static_assert(reel::detail::autograd_type_v<T, D>, "reel::forward_ad::make_dual: needs a floating point or complex CPU tensor, or a floating point CUDA tensor");
   uint64_t level = current_level();
-  REEL_CHECK(tangent.sizes() == primal.sizes(), value_error, "make_dual: expected the tangent to have the same shape as ",
-             "the primal, got ", tangent.sizes(), " and ", primal.sizes());
+  if (int64_t k = reel::detail::level_batch(level)) {
+    Shape want = primal.sizes();
+    want.insert(0, k);
+    REEL_CHECK(tangent.sizes() == want, value_error, "make_dual: the current level carries ", k,
+               " directions, so the tangent must have shape ", want, " (directions first), got ", tangent.sizes());
+  } else {
+    REEL_CHECK(tangent.sizes() == primal.sizes(), value_error, "make_dual: expected the tangent to have the same shape as ",
+               "the primal, got ", tangent.sizes(), " and ", primal.sizes());
+  }
   Tensor<T, D> out = primal.view(primal.sizes());
   if (out.impl_ptr() == primal.impl_ptr()) out = Tensor<T, D>(reel::detail::plain_alias(primal.impl()));
   reel::detail::set_tangent(out.impl(), level, tangent.impl_ptr());

@@ -1,6 +1,10 @@
 #pragma once
 // torch.autograd.functional: vjp, jvp, jacobian, hessian, hvp, vhp for functions
-// f(const std::vector<Tensor>&) -> Tensor (single-tensor overloads too).
+// f(const std::vector<Tensor>&) -> Tensor (single-tensor overloads too), and torch.func's
+// jacfwd / jacrev. Forward-mode work runs in vector mode (forward_ad::dual_level(k)): jvp
+// takes batched tangents, jacfwd pushes all directions through one pass, and hessian / hvp
+// are forward-over-reverse with every direction in that one pass (chunked when the tangents
+// would grow too large).
 #include "autograd.hpp"
 
 namespace reel::autograd::functional {
@@ -48,6 +52,80 @@ Tensors<T, D> finish(Tensors<T, D> grads, const Tensors<T, D>& inputs, bool crea
   return grads;
 }
 using detail_api::call;
+
+// Vector mode: the number of directions when every tangent has one leading dim more than
+// its input (0: ordinary tangents).
+template <class T, class D>
+int64_t tangent_batch(const Tensors<T, D>& inputs, const Tensors<T, D>& v, const char* fn) {
+  REEL_CHECK(v.size() == inputs.size(), value_error, fn, ": expected ", inputs.size(), " tangents, got ", v.size());
+  if (v.empty() || v[0].dim() != inputs[0].dim() + 1) {
+    for (size_t i = 0; i < v.size(); ++i)
+      REEL_CHECK(v[i].sizes() == inputs[i].sizes(), value_error, fn, ": tangent ", i, " has shape ", v[i].sizes(),
+                 " but input ", i, " has shape ", inputs[i].sizes());
+    return 0;
+  }
+  const int64_t k = v[0].size(0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    Shape want = inputs[i].sizes();
+    want.insert(0, k);
+    REEL_CHECK(v[i].sizes() == want, value_error, fn, ": batched tangent ", i, " must have shape ", want,
+               " (directions first), got ", v[i].sizes());
+  }
+  return k;
+}
+// Directions [first, first + k) of the identity over all inputs' elements, split per input:
+// tangent i has shape [k, *inputs[i].sizes()].
+template <class T, class D>
+Tensors<T, D> unit_directions(const Tensors<T, D>& inputs, int64_t first, int64_t k) {
+  int64_t n = 0;
+  for (const auto& x : inputs) n += x.numel();
+  Tensor<bool, D> hot = eq(arange<int64_t, D>(first, first + k).unsqueeze(1), arange<int64_t, D>(n).unsqueeze(0));
+  Tensor<T, D> rows = hot.template to<T>();
+  Tensors<T, D> v;
+  int64_t off = 0;
+  for (const auto& x : inputs) {
+    Shape s = x.sizes();
+    s.insert(0, k);
+    v.push_back(rows.narrow(1, off, x.numel()).contiguous().view(s));
+    off += x.numel();
+  }
+  return v;
+}
+// Directions per pass: `requested`, or (0) as many as keep the largest tangent of the first
+// one-direction pass, times the directions, under 2^24 elements.
+inline int64_t chunk_for(int64_t requested, int64_t total, int64_t peak_one) {
+  if (requested > 0) return std::min(requested, total);
+  constexpr int64_t kBudget = int64_t(1) << 24;
+  return std::clamp<int64_t>(kBudget / std::max<int64_t>(peak_one, 1), 1, std::max<int64_t>(total, 1));
+}
+// Runs pass(first, k) over directions [0, total) in chunks, the first chunk one direction wide
+// when the size is automatic (it measures the tangents' size). Returns the per-chunk results.
+template <class R, class Pass>
+std::vector<R> run_chunks(int64_t total, int64_t chunk_size, Pass&& pass) {
+  std::vector<R> out;
+  int64_t first = 0, k = chunk_size > 0 ? std::min(chunk_size, total) : std::min<int64_t>(1, total);
+  while (first < total) {
+    reel::detail::tangent_peak() = 0;
+    out.push_back(pass(first, k));
+    first += k;
+    if (chunk_size <= 0 && out.size() == 1) k = chunk_for(0, total, reel::detail::tangent_peak());
+    k = std::min(k, total - first);
+  }
+  return out;
+}
+// Moves the directions dim to the end: [n, *out] per input block -> out.sizes() + in.sizes().
+template <class T, class D>
+Tensors<T, D> directions_last(const Tensor<T, D>& all, const Tensors<T, D>& inputs, const Shape& out_sizes) {
+  Tensors<T, D> res;
+  int64_t off = 0, m = reel::detail::numel_of(out_sizes);
+  for (const auto& x : inputs) {
+    Shape s = out_sizes;
+    for (auto d : x.sizes()) s.push_back(d);
+    res.push_back(all.narrow(0, off, x.numel()).reshape({x.numel(), m}).t().contiguous().reshape(s));
+    off += x.numel();
+  }
+  return res;
+}
 }  // namespace detail_fn
 
 // {f(inputs), v^T J}; v may be omitted when f returns one element.
@@ -68,26 +146,58 @@ OutputAndGrads<T, D> vjp(F&& f, const Tensors<T, D>& inputs, const Tensor<T, D>&
   return {create_graph ? out : out.detach(), detail_fn::finish(std::move(grads), inputs, create_graph, strict, "vjp")};
 }
 
-// {f(inputs), J v} by forward mode.
+// {f(inputs), J v} by forward mode. Batched tangents (each [k, *input sizes]) give k
+// directions in one pass and a [k, *output sizes] result (vector mode).
 template <class T, class D, class F>
 std::pair<Tensor<T, D>, Tensor<T, D>> jvp(F&& f, const Tensors<T, D>& inputs, const Tensors<T, D>& v, bool create_graph = false,
                                           bool strict = false) {
-  REEL_CHECK(v.size() == inputs.size(), value_error, "jvp: expected ", inputs.size(), " tangents, got ", v.size());
-  forward_ad::dual_level level;
+  const int64_t batch = detail_fn::tangent_batch(inputs, v, "jvp");
+  forward_ad::dual_level level(batch);
+  reel::detail::TangentsAsValues plain(level.id(), !create_graph);
   Tensors<T, D> x;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    REEL_CHECK(v[i].sizes() == inputs[i].sizes(), value_error, "jvp: tangent ", i, " has shape ", v[i].sizes(),
-               " but input ", i, " has shape ", inputs[i].sizes());
+  for (size_t i = 0; i < inputs.size(); ++i)
     x.push_back(forward_ad::make_dual(create_graph ? inputs[i] : inputs[i].detach(), create_graph ? v[i] : v[i].detach()));
-  }
   Tensor<T, D> out = detail_fn::call<T, D>(f, x);
   auto [p, t] = forward_ad::unpack_dual(out);
   if (!t.defined()) {
     if (strict) raise<error>("jvp: the output of the user-provided function is independent of its inputs; not allowed in strict mode");
-    t = zeros_like(out);
+    Shape s = out.sizes();
+    if (batch) s.insert(0, batch);
+    t = zeros<T, D>(s);
   }
   if (!create_graph) return {p.detach(), t.detach()};
   return {p, t};
+}
+
+// torch.func.jacfwd: d f / d inputs[i], shaped out.sizes() + inputs[i].sizes(), by forward
+// mode with all directions (every input element) in one vector-mode pass; chunk_size > 0
+// caps the directions per pass (0: automatic, from the size of a one-direction pass).
+template <class T, class D, class F>
+Tensors<T, D> jacfwd(F&& f, const Tensors<T, D>& inputs, int64_t chunk_size = 0) {
+  int64_t total = 0;
+  for (const auto& x : inputs) total += x.numel();
+  Shape out_sizes;
+  auto parts = detail_fn::run_chunks<Tensor<T, D>>(total, chunk_size, [&](int64_t first, int64_t k) {
+    auto [out, t] = jvp(f, inputs, detail_fn::unit_directions(inputs, first, k));
+    out_sizes = out.sizes();
+    return t;
+  });
+  if (parts.empty()) {  // no input elements
+    no_grad ng;
+    out_sizes = detail_fn::call<T, D>(f, inputs).sizes();
+    Tensors<T, D> res;
+    for (const auto& x : inputs) {
+      Shape s = out_sizes;
+      for (auto d : x.sizes()) s.push_back(d);
+      res.push_back(zeros<T, D>(s));
+    }
+    return res;
+  }
+  return detail_fn::directions_last(parts.size() == 1 ? parts[0] : cat(parts, 0), inputs, out_sizes);
+}
+template <class T, class D, class F>
+Tensor<T, D> jacfwd(F&& f, const Tensor<T, D>& input, int64_t chunk_size = 0) {
+  return jacfwd(std::forward<F>(f), Tensors<T, D>{input}, chunk_size)[0];
 }
 
 enum class JacobianStrategy { ReverseMode, ForwardMode };
@@ -98,6 +208,7 @@ template <class T, class D, class F>
 Tensors<T, D> jacobian(F&& f, const Tensors<T, D>& inputs, bool create_graph = false, bool strict = false,
                        JacobianStrategy strategy = JacobianStrategy::ReverseMode) {
   Tensors<T, D> jac;
+  if (strategy == JacobianStrategy::ForwardMode && !create_graph && !strict) return jacfwd(f, inputs);
   if (strategy == JacobianStrategy::ForwardMode) {
     Tensor<T, D> out0;
     {
@@ -148,56 +259,93 @@ Tensor<T, D> jacobian(F&& f, const Tensor<T, D>& input, bool create_graph = fals
   return jacobian(std::forward<F>(f), Tensors<T, D>{input}, create_graph, strict, strategy)[0];
 }
 
-// Second derivatives of a scalar function: h[i][j] = d^2 f / d inputs[i] d inputs[j].
+namespace detail_fn {
+// Forward over reverse: the gradient of f at inputs, with tangents v (batched or not) pushed
+// through f and its backward pass. Returns {f, tangent of each gradient} (zeros where the
+// gradient does not depend on the input; an error then in strict mode).
 template <class T, class D, class F>
-std::vector<Tensors<T, D>> hessian(F&& f, const Tensors<T, D>& inputs, bool create_graph = false, bool strict = false) {
+std::pair<Tensor<T, D>, Tensors<T, D>> grad_tangents(F& f, const Tensors<T, D>& inputs, const Tensors<T, D>& v,
+                                                     bool create_graph, bool strict, const char* fn) {
+  const int64_t batch = tangent_batch(inputs, v, fn);
+  enable_grad eg;
+  forward_ad::dual_level level(batch);
+  reel::detail::TangentsAsValues plain(level.id(), !create_graph);
+  auto p = prepare(inputs, create_graph);
+  Tensors<T, D> x;
+  for (size_t i = 0; i < p.size(); ++i) x.push_back(forward_ad::make_dual(p[i], create_graph ? v[i] : v[i].detach()));
+  Tensor<T, D> out = call<T, D>(f, x);
+  REEL_CHECK(out.numel() == 1, value_error, fn, ": the function must return a single element, got shape ", out.sizes());
+  Tensors<T, D> g(x.size());
+  if (out.requires_grad()) g = grad({out}, x, {}, {create_graph, create_graph, true});
+  Tensors<T, D> t(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (g[i].defined()) t[i] = forward_ad::unpack_dual(g[i]).tangent;
+    if (!t[i].defined()) {
+      if (strict) independent(i, fn);
+      t[i] = zeros_like(v[i]);
+    } else if (!create_graph) {
+      t[i] = t[i].detach();
+    }
+  }
+  return {create_graph ? forward_ad::unpack_dual(out).primal : out.detach(), t};
+}
+}  // namespace detail_fn
+
+// Second derivatives of a scalar function: h[i][j] = d^2 f / d inputs[i] d inputs[j], shaped
+// inputs[i].sizes() + inputs[j].sizes(). Forward over reverse (torch.func.hessian's jacfwd of
+// jacrev): one reverse pass whose every op also carries all the directions (vector mode).
+// chunk_size > 0 caps the directions per pass (0: automatic).
+template <class T, class D, class F>
+std::vector<Tensors<T, D>> hessian(F&& f, const Tensors<T, D>& inputs, bool create_graph = false, bool strict = false,
+                                   int64_t chunk_size = 0) {
+  int64_t total = 0;
+  for (const auto& x : inputs) total += x.numel();
+  auto parts = detail_fn::run_chunks<Tensors<T, D>>(total, chunk_size, [&](int64_t first, int64_t k) {
+    return detail_fn::grad_tangents(f, inputs, detail_fn::unit_directions(inputs, first, k), create_graph, strict,
+                                    "hessian").second;
+  });
   std::vector<Tensors<T, D>> h(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto gi = [&](const Tensors<T, D>& x) {
-      Tensor<T, D> out = detail_fn::call<T, D>(f, x);
-      REEL_CHECK(out.numel() == 1, value_error, "hessian: the function must return a single element, got shape ", out.sizes());
-      auto g = grad({out}, x, {}, {true, true, true})[i];
-      if (!g.defined()) {
-        if (strict) detail_fn::independent(i, "hessian");
-        return zeros_like(x[i]);
-      }
-      return g;
-    };
-    h[i] = jacobian(gi, inputs, create_graph, strict);
+    Tensor<T, D> rows;  // [total, *inputs[i].sizes()]: row b = d grad_i / d direction b
+    if (parts.empty()) {
+      Shape s = inputs[i].sizes();
+      s.insert(0, 0);
+      rows = zeros<T, D>(s);
+    } else if (parts.size() == 1) {
+      rows = parts[0][i];
+    } else {
+      Tensors<T, D> r;
+      for (auto& p : parts) r.push_back(p[i]);
+      rows = cat(r, 0);
+    }
+    h[i] = detail_fn::directions_last(rows, inputs, inputs[i].sizes());
   }
   return h;
 }
 template <class T, class D, class F>
-Tensor<T, D> hessian(F&& f, const Tensor<T, D>& input, bool create_graph = false, bool strict = false) {
-  return hessian(std::forward<F>(f), Tensors<T, D>{input}, create_graph, strict)[0][0];
+Tensor<T, D> hessian(F&& f, const Tensor<T, D>& input, bool create_graph = false, bool strict = false,
+                     int64_t chunk_size = 0) {
+  return hessian(std::forward<F>(f), Tensors<T, D>{input}, create_graph, strict, chunk_size)[0][0];
 }
 
-// {f(inputs), H v}: the gradient's vjp (reverse over reverse, as PyTorch computes it).
+// torch.func.jacrev: the Jacobian by reverse mode (one backward pass per output element).
+template <class T, class D, class F>
+Tensors<T, D> jacrev(F&& f, const Tensors<T, D>& inputs) {
+  return jacobian(std::forward<F>(f), inputs, false, false, JacobianStrategy::ReverseMode);
+}
+template <class T, class D, class F>
+Tensor<T, D> jacrev(F&& f, const Tensor<T, D>& input) {
+  return jacobian(std::forward<F>(f), Tensors<T, D>{input}, false, false, JacobianStrategy::ReverseMode)[0];
+}
+
+// {f(inputs), H v}, by forward over reverse (the gradient's jvp; PyTorch's reverse over
+// reverse gives the same values for the symmetric Hessians of smooth functions). Batched v
+// (each [k, *input sizes]) gives k products in one pass, shaped [k, *input sizes].
 template <class T, class D, class F>
 OutputAndGrads<T, D> hvp(F&& f, const Tensors<T, D>& inputs, const Tensors<T, D>& v, bool create_graph = false,
                          bool strict = false) {
-  REEL_CHECK(v.size() == inputs.size(), value_error, "hvp: expected ", inputs.size(), " vectors, got ", v.size());
-  enable_grad eg;
-  auto x = detail_fn::prepare(inputs, create_graph);
-  Tensor<T, D> out = detail_fn::call<T, D>(f, x);
-  REEL_CHECK(out.numel() == 1, value_error, "hvp: the function must return a single element, got shape ", out.sizes());
-  Tensors<T, D> g(x.size());
-  if (out.requires_grad()) g = grad({out}, x, {}, {true, true, true});
-  Tensors<T, D> gs, xs, vs;
-  for (size_t i = 0; i < x.size(); ++i) {
-    REEL_CHECK(v[i].sizes() == inputs[i].sizes(), value_error, "hvp: v[", i, "] has shape ", v[i].sizes(), " but input ",
-               i, " has shape ", inputs[i].sizes());
-    if (g[i].defined() && g[i].requires_grad()) {
-      gs.push_back(g[i]);
-      vs.push_back(v[i]);
-    }
-  }
-  Tensors<T, D> hv(x.size());
-  if (!gs.empty()) {
-    auto r = grad(gs, x, vs, {create_graph, create_graph, true});
-    hv = r;
-  }
-  return {create_graph ? out : out.detach(), detail_fn::finish(std::move(hv), inputs, create_graph, strict, "hvp")};
+  auto [out, hv] = detail_fn::grad_tangents(f, inputs, v, create_graph, strict, "hvp");
+  return {out, hv};
 }
 // {f(inputs), v^T H} (equal to hvp for the symmetric Hessians of smooth functions).
 template <class T, class D, class F>

@@ -199,7 +199,8 @@ struct CheckAdOptions {
 // reverse derivatives of f at `inputs`, each compared with central differences (with
 // forward_second_order, also forward-over-forward and reverse-over-forward). Reverse
 // mode is projected on random output directions; forward mode is checked along every input
-// element (and i times it for complex inputs). Throws reel::error naming the failing mode.
+// element (and i times it for complex inputs), one direction at a time and then all of them
+// in one vector-mode pass (dual_level(k)). Throws reel::error naming the failing mode.
 template <class T, class D>
 void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> inputs, CheckAdOptions o);
 template <class T, class D, class F>
@@ -282,6 +283,13 @@ void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> in
     Tensor<T, D> r = recorded(xr);
     Tensors<T, D> rr(xr.size());
     if (r.requires_grad()) rr = grad({r}, xr, {u}, {false, false, true});
+    struct Direction {
+      size_t i;
+      int64_t j;
+      size_t c;
+      Tensor<T, D> num;
+    };
+    std::vector<Direction> all;
     for (size_t i = 0; i < inputs.size(); ++i) {
       auto rv = rr[i].defined() ? flat_copy(rr[i]).to_vector() : std::vector<T>(inputs[i].numel(), T(0));
       for (int64_t j = 0; j < inputs[i].numel(); ++j)
@@ -293,8 +301,29 @@ void check_ad_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> in
           forward_ad::dual_level level;
           Tensor<T, D> tan = forward_ad::unpack_dual(recorded(basis_duals(i, j, dirs[c], duals_require_grad))).tangent;
           compare_all(tan, num, fwd_mode, i, j, c);
+          all.push_back({i, j, c, num});
         }
     }
+    // vector mode: every direction above in one pass (dual_level(k), tangents [k, *sizes])
+    const int64_t k = static_cast<int64_t>(all.size());
+    if (k == 0) return;
+    forward_ad::dual_level level(k);
+    Tensors<T, D> xs;
+    for (size_t q = 0; q < inputs.size(); ++q) {
+      Shape s = inputs[q].sizes();
+      s.insert(0, k);
+      auto t = zeros<T, D>(s);
+      T* tp = t.mutable_data_ptr();
+      for (int64_t b = 0; b < k; ++b)
+        if (all[b].i == q) tp[b * inputs[q].numel() + all[b].j] = dirs[all[b].c];
+      Tensor<T, D> p = inputs[q].detach();
+      if (duals_require_grad) p.requires_grad_(true);
+      xs.push_back(forward_ad::make_dual(p, t));
+    }
+    Tensor<T, D> tan = forward_ad::unpack_dual(recorded(xs)).tangent;
+    for (int64_t b = 0; b < k; ++b)
+      compare_all(tan.defined() ? tan.select(0, b) : Tensor<T, D>(), all[b].num, "vector-mode " + fwd_mode, all[b].i,
+                  all[b].j, all[b].c);
   };
 
   // first order: reverse mode (the gradient of Re<u, f>) and forward mode

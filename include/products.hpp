@@ -1,8 +1,24 @@
 #pragma once
-// matmul and friends through Eigen's GEMM kernel. Row-major operands are used in place,
-// others are copied to row-major first; reduced floats are multiplied in float and rounded
-// once, as PyTorch does on the CPU.
+// matmul and friends through Eigen's GEMM kernel, or, for float and double where the build
+// found an optimized BLAS (OpenBLAS or BLIS: REEL_WITH_BLAS, set by CMake), through the
+// BLAS's sgemm / dgemm. Row-major operands are used in place, others are copied to
+// row-major first; reduced floats are multiplied in float and rounded once, as PyTorch does
+// on the CPU.
+#include <climits>
+
 #include "reductions.hpp"
+
+#ifdef REEL_WITH_BLAS
+// The CBLAS entry points, declared under reel's own names (asm labels bind them to the
+// library's symbols), so a user's <cblas.h>, whose enum-typed prototypes differ, never clashes.
+namespace reel::detail::blas {
+void sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+           float beta, float* c, int ldc) __asm__("cblas_sgemm");
+void dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+           int ldb, double beta, double* c, int ldc) __asm__("cblas_dgemm");
+inline constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;  // CBLAS_ORDER / CBLAS_TRANSPOSE
+}  // namespace reel::detail::blas
+#endif
 
 namespace reel {
 
@@ -43,6 +59,29 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
       }
     return;
   }
+#ifdef REEL_WITH_BLAS
+  // The BLAS threads its own GEMM; inside one of reel's parallel regions (a batch of small
+  // products) Eigen's kernel runs instead, so threads are never nested.
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    const bool fits = std::max({m, n, k, lda, ldb, ldc}) <= INT_MAX;
+#ifdef _OPENMP
+    const bool nested = omp_in_parallel();
+#else
+    const bool nested = false;
+#endif
+    if (fits && !nested) {
+      auto call = [&](auto f) {
+        f(blas::kRowMajor, TA ? blas::kTrans : blas::kNoTrans, TB ? blas::kTrans : blas::kNoTrans, int(m), int(n), int(k),
+          T(1), A, int(lda), B, int(ldb), T(1), C, int(ldc));
+      };
+      if constexpr (std::is_same_v<T, float>)
+        call(&blas::sgemm);
+      else
+        call(&blas::dgemm);
+      return;
+    }
+  }
+#endif
   using namespace Eigen::internal;
   constexpr int LO = TA ? Eigen::ColMajor : Eigen::RowMajor, RO = TB ? Eigen::ColMajor : Eigen::RowMajor;
   using G = general_matrix_matrix_product<Eigen::Index, T, LO, false, T, RO, false, Eigen::RowMajor, 1>;

@@ -116,7 +116,7 @@ void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
 // Applies `f(const T* run, int64_t len) -> R` to every reduced run of x.
 template <class R, RunKind K = RunKind::None, class T, class D, class F>
 Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const char* fn, F&& f) {
-  auto p = plan_reduce(x.sizes(), std::move(dims), keepdim, fn);
+  auto p = plan_reduce(x.sizes(), dims, keepdim, fn);
   auto out = empty<R, D>(p.out);
   if constexpr (std::is_same_v<D, CUDA>) {
     if constexpr (K == RunKind::None) {
@@ -133,6 +133,17 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
                   (std::is_floating_point_v<T> || is_complex_v<T>)) {
       if (p.outer > 1 && p.inner > 0 && x.numel() < kParallelThreshold) {
         sum_strided(x, p, K == RunKind::Mean, out.data_ptr());
+        return out;
+      }
+      if (p.outer > 1 && p.inner > 0 && x.dim() > 0 && p.out_keep[0] == x.size(0) && x.size(0) > 1) {
+        // dim 0 kept (a batch of directions, say): each thread reduces its slices of it
+        const int64_t per = p.outer / x.size(0);
+        T* dst = out.data_ptr();
+        parallel_range(x.size(0), [&](int64_t b, int64_t e) {
+          auto part = x.narrow(0, b, e - b);
+          auto pp = plan_reduce(part.sizes(), dims, true, fn);
+          sum_strided(part, pp, K == RunKind::Mean, dst + b * per);
+        }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(x.numel() / x.size(0), 1)));
         return out;
       }
     }

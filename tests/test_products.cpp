@@ -1,6 +1,9 @@
 // matmul family against naive triple loops.
 #include <doctest/doctest.h>
 
+#include <array>
+#include <cmath>
+
 #include <reel.hpp>
 
 using namespace reel;
@@ -83,4 +86,37 @@ TEST_CASE("large products go through the blocked kernel, split between threads")
   auto iw = naive(hi.to_vector(), hj.to_vector(), 50, 60, 40);
   auto ig = matmul(hi, hj).to_vector();
   for (size_t i = 0; i < iw.size(); ++i) CHECK(ig[i] == static_cast<int32_t>(iw[i]));
+}
+
+TEST_CASE_TEMPLATE("float and double GEMM, every transposition and accumulation (BLAS when built with one)", T, float,
+                   double) {
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  Generator g(9);
+  for (auto [n, k, m] : {std::array<int64_t, 3>{70, 90, 50}, {129, 33, 257}, {1, 300, 2}}) {
+    auto a = randn<T>({n, k}, g), b = randn<T>({k, m}, g);
+    auto want = naive(a.to_vector(), b.to_vector(), n, k, m);
+    auto at = a.mT().contiguous().mT(), bt = b.mT().contiguous().mT();  // column-major storage
+    for (const auto& c : {mm(a, b), mm(at, b), mm(a, bt), mm(at, bt)}) {
+      auto v = c.to_vector();
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::abs(double(v[i]) - want[i]));
+        scale = std::max(scale, std::abs(want[i]));
+      }
+      CHECK(worst <= tol * scale * std::sqrt(double(k)));
+    }
+    // a batch of products: small ones run in parallel (never a nested BLAS call), large ones not
+    auto ab = randn<T>({3, n, k}, g), bb = randn<T>({3, k, m}, g);
+    auto cb = bmm(ab, bb);
+    for (int64_t q = 0; q < 3; ++q) {
+      auto w = naive(ab.select(0, q).contiguous().to_vector(), bb.select(0, q).contiguous().to_vector(), n, k, m);
+      auto v = cb.select(0, q).contiguous().to_vector();
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        worst = std::max(worst, std::abs(double(v[i]) - w[i]));
+        scale = std::max(scale, std::abs(w[i]));
+      }
+      CHECK(worst <= tol * scale * std::sqrt(double(k)));
+    }
+  }
 }

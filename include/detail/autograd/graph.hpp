@@ -165,8 +165,11 @@ inline uint64_t next_sequence_nr() {
 // that has exited is simply ignored. While the tangent of level L is computed, level L is
 // masked: the rule sees primals without their level-L tangents (no perturbation confusion),
 // while tangents of the other levels propagate through it (jvp of jvp).
+// A level may be batched ("vector mode"): its tangents then carry a leading dimension of
+// `batch` directions, [batch, *primal sizes], and every rule propagates all of them at once.
 struct LevelState {
   std::vector<uint64_t> live;    // innermost last
+  std::vector<int64_t> batch;    // per live level: directions (0: an ordinary level)
   std::vector<uint64_t> masked;
 };
 inline LevelState& level_state() {
@@ -183,6 +186,29 @@ inline bool level_live(uint64_t level) {
   return std::find(l.begin(), l.end(), level) != l.end();
 }
 inline bool any_level_active() { return !level_state().live.empty(); }
+// The level whose tangents a functional transform wants as plain values (hessian, jacfwd,
+// hvp without create_graph): their computations record no reverse-mode history. 0: none.
+inline uint64_t& plain_tangent_level() {
+  thread_local uint64_t level = 0;
+  return level;
+}
+inline bool tangents_as_values(uint64_t level) { return level == plain_tangent_level(); }
+struct TangentsAsValues {
+  uint64_t prev;
+  TangentsAsValues(uint64_t level, bool on) : prev(plain_tangent_level()) {
+    if (on) plain_tangent_level() = level;
+  }
+  ~TangentsAsValues() { plain_tangent_level() = prev; }
+  TangentsAsValues(const TangentsAsValues&) = delete;
+  TangentsAsValues& operator=(const TangentsAsValues&) = delete;
+};
+// Directions of a batched level (0 when unbatched or not live).
+inline int64_t level_batch(uint64_t level) {
+  auto& s = level_state();
+  for (size_t i = 0; i < s.live.size(); ++i)
+    if (s.live[i] == level) return s.batch[i];
+  return 0;
+}
 struct LevelMask {
   explicit LevelMask(uint64_t level) { level_state().masked.push_back(level); }
   ~LevelMask() { level_state().masked.pop_back(); }
@@ -196,7 +222,14 @@ inline GradPtr tangent_of(const TensorImpl& t, uint64_t level) {
     if (tg.level == level) return tg.value;
   return nullptr;
 }
+// The largest tangent (elements) set on this thread since the last reset: how vector mode
+// sizes its chunks (functional::jacfwd / hessian).
+inline int64_t& tangent_peak() {
+  thread_local int64_t peak = 0;
+  return peak;
+}
 inline void set_tangent(TensorImpl& t, uint64_t level, GradPtr v) {
+  if (v) tangent_peak() = std::max(tangent_peak(), numel_of(v->sizes));
   auto& m = ensure_meta(t);
   std::erase_if(m.tangents, [&](const Tangent& x) { return x.level == level || !level_live(x.level); });
   if (v) m.tangents.push_back({level, std::move(v)});

@@ -310,6 +310,18 @@ void kernel(const void* opp, const void* const* in, const int64_t* st, void* out
     const C* p[] = {static_cast<const C*>(in[K])...};
     if (((st[K] == 1) && ...)) {
       for (int64_t i = 0; i < n; ++i) o[i] = op.template apply<C>(p[K][i]...);
+    } else if constexpr (N == 2) {  // a run and a broadcast value: vectorizable loops
+      if (st[0] == 1 && st[1] == 0) {
+        const C b = p[1][0];
+        for (int64_t i = 0; i < n; ++i) o[i] = op.template apply<C>(p[0][i], b);
+        return;
+      }
+      if (st[0] == 0 && st[1] == 1) {
+        const C a = p[0][0];
+        for (int64_t i = 0; i < n; ++i) o[i] = op.template apply<C>(a, p[1][i]);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) o[i] = op.template apply<C>(p[K][i * st[K]]...);
     } else {
       for (int64_t i = 0; i < n; ++i) o[i] = op.template apply<C>(p[K][i * st[K]]...);
     }
@@ -511,9 +523,15 @@ inline void eval_tile(const EvalState& s, const RowCtx& c, const int64_t* off, i
     stride.resize(nn);
   }
   const int64_t m = n * rows;
+  // One root computed last, into a tile that is one run of its output: written in place.
+  int direct = -1;
+  if (s.nout == 1 && nodes[s.roots[0]].kind == Kind::Op && s.roots[0] == s.order.back() && c.inner[0] == 1 &&
+      (rows == 1 || c.outer[0] == n))
+    direct = s.roots[0];
   for (int i : s.order) {
     const IrNode& nd = nodes[i];
-    unsigned char* buf = scratch.data() + static_cast<size_t>(i) * K * 16;
+    unsigned char* buf = i == direct ? static_cast<unsigned char*>(const_cast<void*>(c.base[0])) + off[0] * nd.type->size
+                                     : scratch.data() + static_cast<size_t>(i) * K * 16;
     if (nd.kind == Kind::Leaf) {
       int q = s.leaf_op[nd.leaf];
       const int64_t in = c.inner[q], ou = c.outer[q];
@@ -542,7 +560,7 @@ inline void eval_tile(const EvalState& s, const RowCtx& c, const int64_t* off, i
       stride[i] = 1;
     }
   }
-  for (int r = 0; r < s.nout; ++r) {
+  for (int r = 0; r < s.nout && direct < 0; ++r) {
     int id = s.roots[r];
     int size = nodes[id].type->size;
     void* dst = static_cast<unsigned char*>(const_cast<void*>(c.base[r])) + off[r] * size;

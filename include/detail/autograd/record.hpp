@@ -346,6 +346,54 @@ struct IrFunction : Node {
   }
 };
 
+inline GradPtr align_batched(const GradPtr& t, size_t rank, const GradType* type);
+
+// Vector mode: in a tangent graph, the parts that depend on no tangent (the derivative
+// factors, pow(x, n - 1) and the like) are the same for every direction. Each such part that
+// feeds the tangent computation is evaluated once, at its own (unbatched) shape, and becomes a
+// leaf, so the fused pass over [batch, *sizes] does only the tangent arithmetic.
+inline void hoist_primal_parts(ir::Graph& T, GradList& leaves, std::span<const int> roots, size_t first_tangent_slot) {
+  const size_t n = T.nodes.size();
+  std::vector<char> dep(n, 0), hoist(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& nd = T.nodes[i];
+    if (nd.kind == ir::Kind::Leaf) dep[i] = static_cast<size_t>(nd.leaf) >= first_tangent_slot;
+    for (int k = 0; k < nd.nargs; ++k) dep[i] = dep[i] || dep[nd.args[k]];
+  }
+  auto live = live_nodes(T, roots);
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& nd = T.nodes[i];
+    if (!live[i] || !dep[i] || nd.kind != ir::Kind::Op) continue;
+    for (int k = 0; k < nd.nargs; ++k) {
+      int a = nd.args[k];
+      if (!dep[a] && T.nodes[a].kind == ir::Kind::Op) {
+        hoist[a] = 1;
+        any = true;
+      }
+    }
+  }
+  if (!any) return;
+  std::vector<std::pair<int, GradPtr>> values;
+  for (size_t i = 0; i < n; ++i)
+    if (hoist[i]) {
+      int root[1] = {static_cast<int>(i)};
+      values.push_back({root[0], ir_apply(T, leaves, root)[0]});
+    }
+  for (auto& [i, v] : values) {
+    auto& nd = T.nodes[i];
+    nd.kind = ir::Kind::Leaf;
+    nd.nargs = 0;
+    nd.op = nullptr;
+    nd.args[0] = nd.args[1] = nd.args[2] = -1;
+    std::memset(nd.data, 0, sizeof nd.data);
+    nd.leaf = static_cast<int32_t>(T.leaves.size());
+    T.leaves.push_back(nd.type);
+    T.leaf_node.push_back(i);
+    leaves.push_back(std::move(v));
+  }
+}
+
 inline void record_graph(GraphRecord rec) {
   const size_t n_in = rec.inputs.size();
   ImplList lp(n_in);
@@ -399,6 +447,7 @@ inline void record_graph(GraphRecord rec) {
     for (size_t r = 0; r < nr; ++r) set_history(*rec.outputs[r], node, static_cast<int>(r));
   }
   for (uint64_t level : levels) {
+    const int64_t batch = level_batch(level);  // vector mode: tangents are [batch, *sizes]
     ir::Graph T = *F;
     T.cache.reset();
     ir::Builder tb{T};
@@ -409,6 +458,7 @@ inline void record_graph(GraphRecord rec) {
       if (!rec.inputs[k].t) continue;
       GradPtr t = tangent_of(*rec.inputs[k].t, level);
       if (!t) continue;
+      if (batch) t = align_batched(t, rec.outputs[0]->sizes.size(), F->leaves[k]->grad);
       tan[F->leaf_node[k]] = tb.leaf(F->leaves[k]);
       leaves.push_back(std::move(t));
     }
@@ -426,11 +476,21 @@ inline void record_graph(GraphRecord rec) {
     std::vector<int> troots(nr);
     for (size_t r = 0; r < nr; ++r) troots[r] = tan[rec.roots[r]];
     LevelMask mask(level);
+    GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
+    // (Only where the tangent is a plain value: no reverse recording, no other level. The
+    // hoisted leaves' own histories gave wrong third derivatives through multi-output graphs.)
+    if (batch > 1 && !grad_mode_flag() && level_state().live.size() == 1)
+      hoist_primal_parts(T, leaves, troots, F->leaves.size());
     auto res = ir_apply(T, std::move(leaves), troots);
     for (size_t r = 0; r < nr; ++r) {
       if (!res[r]) continue;
-      if (res[r]->sizes != rec.outputs[r]->sizes)  // an in-place write broadcast its source
-        res[r] = F->nodes[rec.roots[r]].type->grad->expand(res[r], rec.outputs[r]->sizes);
+      Shape want = rec.outputs[r]->sizes;
+      if (batch) want.insert(0, batch);
+      if (res[r]->sizes != want) {  // an in-place write broadcast its source (or a tangent was smaller)
+        const GradType* gt = F->nodes[rec.roots[r]].type->grad;
+        if (batch) res[r] = align_batched(res[r], want.size() - 1, gt);
+        res[r] = gt->expand(res[r], want);
+      }
       set_tangent(*rec.outputs[r], level, res[r]);
     }
   }
@@ -548,6 +608,27 @@ inline void attach_fn(const std::shared_ptr<FnNodeBase>& node, const char* name,
   set_history(out, node, 0);
 }
 
+// A forward rule written for one direction, applied to each of a batched level's `batch`
+// directions (the fallback of vector mode: elementwise ops, views and sums have batched rules
+// of their own; these ops loop).
+template <class T, class D, class Fw>
+Tensor<T, D> batched_rule(Fw& fw, const std::vector<Tensor<T, D>>& ts, const Tensor<T, D>& out, int64_t batch) {
+  std::vector<Tensor<T, D>> parts;
+  bool any = false;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Tensor<T, D>> tb(ts.size());
+    for (size_t k = 0; k < ts.size(); ++k)
+      if (ts[k].defined()) tb[k] = ts[k].select(0, b);
+    Tensor<T, D> r = fw(tb);
+    any = any || r.defined();
+    parts.push_back(r);
+  }
+  if (!any) return {};
+  for (auto& r : parts)
+    if (!r.defined()) r = Tensor<T, D>(ir::grad_type_of<T, D>()->zeros(out.sizes()));
+  return stack(parts, 0);
+}
+
 template <class T, class D, class Bw, class Fw>
 Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
                        std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
@@ -571,7 +652,8 @@ Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tenso
         if (p.ins[k])
           if (GradPtr t = tangent_of(*p.ins[k], level)) ts[k] = Tensor<T, D>(t);
       LevelMask mask(level);
-      Tensor<T, D> t = fw(ts);
+      GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
+      Tensor<T, D> t = level_batch(level) ? batched_rule(fw, ts, out, level_batch(level)) : fw(ts);
       if (t.defined()) set_tangent(out.impl(), level, t.impl_ptr());
     }
   }
@@ -605,7 +687,8 @@ struct ErasedNode : Node {
   const char* op_name = "";
   const char* name() const override { return op_name; }
   virtual GradPtr backward(const GradPtr& g) const = 0;
-  virtual GradPtr forward(const GradPtr& t) const = 0;  // the output's tangent
+  // The output's tangent; batch > 0: t holds that many directions (a leading dim).
+  virtual GradPtr forward(const GradPtr& t, int64_t batch) const = 0;
   GradList apply(GradList& grads) override { return {backward(grads[0])}; }
 };
 
@@ -618,7 +701,8 @@ inline GradPtr record_unary(const GradPtr& in, GradPtr out, std::shared_ptr<Eras
   if (any_level_active()) collect_levels(&ip, 1, levels);
   for (uint64_t level : levels) {
     LevelMask mask(level);
-    if (GradPtr t = node->forward(tangent_of(*in, level))) set_tangent(*out, level, std::move(t));
+    GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
+    if (GradPtr t = node->forward(tangent_of(*in, level), level_batch(level))) set_tangent(*out, level, std::move(t));
   }
   if (grad_mode_flag() && impl_requires_grad(*in)) {
     node->seq = next_sequence_nr();
@@ -648,21 +732,51 @@ inline GradPtr view_backward(const GradPtr& g, const ViewSpec& v, const Shape& i
   }
   return g;
 }
+// Vector mode: view v applied to each direction of a batched tangent (dims shift by one).
+inline ViewSpec batched_spec(ViewSpec v, int64_t batch) {
+  switch (v.kind) {
+    case ViewSpec::Select:
+    case ViewSpec::Slice:
+      if (v.a >= 0) ++v.a;
+      break;
+    case ViewSpec::Reshape:
+    case ViewSpec::Expand: v.shape.insert(0, batch); break;
+    case ViewSpec::Permute: {
+      Shape p{0};
+      for (int64_t o : v.shape) p.push_back(o + 1);
+      v.shape = std::move(p);
+      break;
+    }
+  }
+  return v;
+}
 struct ViewNode final : ErasedNode {
   ViewSpec spec;
   Shape in_sizes;
   GradPtr backward(const GradPtr& g) const override { return view_backward(g, spec, in_sizes, type); }
-  GradPtr forward(const GradPtr& t) const override { return t ? apply_view(t, spec, type) : nullptr; }
+  GradPtr forward(const GradPtr& t, int64_t batch) const override {
+    if (!t) return nullptr;
+    if (!batch) return apply_view(t, spec, type);
+    if (spec.kind == ViewSpec::Expand)  // new leading dims go after the directions
+      return apply_view(align_batched(t, spec.shape.size(), type), batched_spec(spec, batch), type);
+    return apply_view(t, batched_spec(spec, batch), type);
+  }
 };
 struct EmbedNode final : ErasedNode {
   ViewSpec spec;
   Shape out_sizes;
   GradPtr backward(const GradPtr& g) const override { return apply_view(g, spec, type); }
-  GradPtr forward(const GradPtr& t) const override { return t ? embed(t, out_sizes, spec, type) : nullptr; }
+  GradPtr forward(const GradPtr& t, int64_t batch) const override {
+    if (!t) return nullptr;
+    if (!batch) return embed(t, out_sizes, spec, type);
+    Shape s = out_sizes;
+    s.insert(0, batch);
+    return embed(t, s, batched_spec(spec, batch), type);
+  }
 };
 struct CloneNode final : ErasedNode {
   GradPtr backward(const GradPtr& g) const override { return g; }
-  GradPtr forward(const GradPtr& t) const override { return t; }
+  GradPtr forward(const GradPtr& t, int64_t) const override { return t; }
 };
 
 inline GradPtr view_with(const TensorImpl& t, Geometry g) {
@@ -702,6 +816,16 @@ inline GradPtr apply_view(const GradPtr& t, const ViewSpec& v, const GradType* t
   GradPtr out = view_with(*t, std::move(g));
   return t->autograd ? record_view_erased(t, std::move(out), v, type) : out;
 }
+// A batched tangent [B, *S] viewed as [B, 1, ..., 1, *S] with `rank` dims after B, so the
+// directions stay first when it broadcasts against tensors of a higher rank.
+inline GradPtr align_batched(const GradPtr& t, size_t rank, const GradType* type) {
+  const size_t r = t->sizes.size() - 1;
+  if (r >= rank) return t;
+  Shape s{t->sizes[0]};
+  for (size_t i = r; i < rank; ++i) s.push_back(1);
+  for (size_t i = 1; i <= r; ++i) s.push_back(t->sizes[i]);
+  return apply_view(t, {ViewSpec::Reshape, 0, 0, 0, 0, std::move(s)}, type);
+}
 inline GradPtr embed(const GradPtr& g, const Shape& in_sizes, const ViewSpec& v, const GradType* type) {
   GradPtr z = type->zeros(in_sizes);
   type->copy_into(apply_view(z, v, type), g);
@@ -730,9 +854,20 @@ struct SumNode final : ErasedNode {
     GradPtr k = apply_view(s, {ViewSpec::Reshape, 0, 0, 0, 0, keep_sizes}, type);
     return apply_view(k, {ViewSpec::Expand, 0, 0, 0, 0, in_sizes}, type);
   }
-  GradPtr forward(const GradPtr& t) const override {
+  GradPtr forward(const GradPtr& t, int64_t batch) const override {
     if (!t) return nullptr;
-    GradPtr s = type->sum(t, dims, keepdim);
+    GradPtr s;
+    if (batch) {  // the same dims of every direction
+      const int64_t nd = in_sizes.size();
+      Shape d;
+      if (dims.empty())
+        for (int64_t i = 0; i < nd; ++i) d.push_back(i + 1);
+      else
+        for (int64_t i : dims) d.push_back(wrap_dim(i, nd, "sum") + 1);
+      s = type->sum(t, d, keepdim);
+    } else {
+      s = type->sum(t, dims, keepdim);
+    }
     return scale == 1 ? s : type->scale(s, scale);
   }
 };

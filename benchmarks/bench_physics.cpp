@@ -1,0 +1,134 @@
+// Physics-speed autodiff (issue 14), each row against a baseline measured in this process:
+//   1. Lennard-Jones 38 atoms in the tensor formulation of examples/lj_model.hpp (double):
+//      energy vs the hand-written energy loop; gradient (reverse mode) vs the hand-written
+//      analytic gradient; the full 114 x 114 Hessian by functional::hessian (forward over
+//      reverse, all directions in one pass) vs the row-by-row reverse-over-reverse Jacobian
+//      of the gradient (what functional::hessian did before).
+//   2. One PINN training step (examples/pinn_model.hpp: MLP 2-64-64-64-1 tanh, 1024 points,
+//      Laplacian by nested reverse mode, gradient of the loss w.r.t. all weights), float.
+//   3. Short dims: a [38, 38, 3] pair difference (broadcast, last dim 3) vs a contiguous
+//      subtraction of the same element count; a sum over the dim of 3 vs a full sum.
+//   4. GEMM 4096 x 512 x 8192 (float and double) through matmul vs Eigen's own product
+//      (with -DREEL_BLAS matmul runs on the BLAS library CMake found).
+// The JAX / PyTorch figures for the same rows: benchmarks/anchors/physics_anchors.py, run
+// on the same machine. Pass --quick to skip the GEMMs.
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <reel.hpp>
+
+#include "../examples/lj_model.hpp"
+#include "../examples/pinn_model.hpp"
+#include "median_timer.hpp"
+
+using namespace reel;
+using reel_bench::median_seconds;
+using Td = Tensor<double>;
+
+namespace {
+double sink = 0;
+
+void row(const char* name, double base, double reel_t, const char* unit, double scale) {
+  std::printf("%-58s %12.2f %12.2f %s  ratio %.2fx\n", name, base * scale, reel_t * scale, unit, base / reel_t);
+}
+
+template <class T>
+void gemm_row(const char* name) {
+  const int64_t M = 4096, K = 512, N = 8192;
+  Generator gen(3);
+  auto a = randn<T>({M, K}, gen), b = randn<T>({K, N}, gen);
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<const Mat> A(a.data_ptr(), M, K), B(b.data_ptr(), K, N);
+  Mat C(M, N);
+  double t_eigen = median_seconds([&] {
+    C.noalias() = A * B;
+    sink += C(1, 1);
+  }, 3);
+  double t_reel = median_seconds([&] {
+    auto c = matmul(a, b);
+    sink += c.data_ptr()[1];
+  }, 3);
+  double flops = 2.0 * M * K * N;
+  std::printf("%-58s %12.1f %12.1f GFLOP/s  ratio %.2fx\n", name, flops / t_eigen * 1e-9, flops / t_reel * 1e-9,
+              t_eigen / t_reel);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  std::printf("%-58s %12s %12s\n", "case", "baseline", "reel");
+
+  // 1. LJ38
+  Td P = lj::random_cluster(38, 1);
+  auto xs = P.to_vector();
+  std::vector<double> g(xs.size());
+  double t_e_hand = median_seconds([&] { sink += lj::energy_by_hand(xs.data(), 38); }, 31, 200);
+  double t_e = median_seconds([&] {
+    autograd::no_grad ng;
+    sink += lj::energy(P).item();
+  }, 31, 50);
+  row("LJ38 energy: hand-written loop vs tensor form", t_e_hand, t_e, "us", 1e6);
+  double t_g_hand = median_seconds([&] {
+    lj::gradient_by_hand(xs.data(), 38, g.data());
+    sink += g[0];
+  }, 31, 200);
+  double t_g = median_seconds([&] { sink += lj::forces(P).data_ptr()[0]; }, 31, 50);
+  row("LJ38 gradient: analytic loop vs reverse mode", t_g_hand, t_g, "us", 1e6);
+  auto grad_fn = [](const Td& x) {
+    return autograd::grad({lj::energy(x)}, {x}, {}, {.create_graph = true})[0].reshape({-1});
+  };
+  double t_h_rows = median_seconds([&] {
+    Td x = P.detach();
+    x.requires_grad_();
+    sink += autograd::functional::jacobian(grad_fn, x).data_ptr()[0];
+  }, 3);
+  double t_h = median_seconds([&] { sink += autograd::functional::hessian(lj::energy, P).data_ptr()[0]; }, 11);
+  row("LJ38 Hessian 114x114: 114 reverse passes vs hessian()", t_h_rows, t_h, "ms", 1e3);
+
+  // 2. PINN step
+  {
+    Generator gen(2026);
+    pinn::Mlp net(gen);
+    auto params = net.parameters();
+    optim::Adam<float> opt(params, optim::AdamOptions(1e-3));
+    auto X = pinn::interior(1024, gen), Xb = pinn::boundary(256, gen);
+    double t_step = median_seconds([&] {
+      opt.zero_grad();
+      auto l = pinn::loss(net, X, Xb);
+      l.backward();
+      opt.step();
+      sink += l.item();
+    }, 11);
+    std::printf("%-58s %12s %12.2f ms\n", "PINN step (2-64-64-64-1 tanh, 1024 points, float)", "-", t_step * 1e3);
+  }
+
+  // 3. short dims
+  {
+    Generator gen(5);
+    Td a = randn<double>({38, 38, 3}, gen), b = randn<double>({38, 38, 3}, gen);
+    double t_c = median_seconds([&] {
+      Td d = a - b;
+      sink += d.data_ptr()[1];
+    }, 31, 200);
+    double t_b = median_seconds([&] {
+      Td d = P.unsqueeze(1) - P.unsqueeze(0);
+      sink += d.data_ptr()[1];
+    }, 31, 200);
+    row("[38,38,3]: contiguous a - b vs P[:,None] - P[None]", t_c, t_b, "us", 1e6);
+    double t_all = median_seconds([&] { sink += sum(a).item(); }, 31, 200);
+    double t_3 = median_seconds([&] {
+      Td s = sum(a, Shape{2});
+      sink += s.data_ptr()[0];
+    }, 31, 200);
+    row("[38,38,3]: sum of all elements vs sum over the dim of 3", t_all, t_3, "us", 1e6);
+  }
+
+  // 4. GEMM
+  if (!quick) {
+    gemm_row<float>("GEMM 4096x512x8192 float: Eigen vs matmul");
+    gemm_row<double>("GEMM 4096x512x8192 double: Eigen vs matmul");
+  }
+  std::printf("(ratio = baseline / reel: above 1 reel is faster; checksum %g)\n", sink);
+  return 0;
+}
