@@ -55,6 +55,16 @@ inline ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, cons
 // its own kernel per kind; None: not available there).
 enum class RunKind { None, Sum, Mean, Prod, Max, Min, ArgMax, ArgMin };
 
+// o[r] += the W consecutive elements of row r (W fixed: unrolled, and vectorizable across rows).
+template <int W, class Acc, class T>
+void sum_rows_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    Acc a = o[r];
+    for (int j = 0; j < W; ++j) a += static_cast<Acc>(in[r * W + j]);
+    o[r] = a;
+  }
+}
+
 // Sum (or mean) of a small tensor over some dims, read in place: one walk over x in its
 // stride order accumulating into the output (zero stride along the reduced dims), so
 // neither a permuted copy nor a call per output element is paid. Short reduced runs
@@ -88,6 +98,13 @@ void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
     Acc* o = static_cast<Acc*>(const_cast<void*>(c.base[0])) + c.off[0];
     const T* in = static_cast<const T*>(c.base[1]) + c.off[1];
     const int64_t os = c.inner[0], is = c.inner[1], oo = c.outer[0], io = c.outer[1];
+    if (os == 0 && is == 1 && io == cnt && oo == 1 && cnt >= 2 && cnt <= 4) {  // xyz: unrolled, vectorizable
+      switch (cnt) {
+        case 2: return sum_rows_fixed<2>(o, in, rows);
+        case 3: return sum_rows_fixed<3>(o, in, rows);
+        default: return sum_rows_fixed<4>(o, in, rows);
+      }
+    }
     if (os == 0 && cnt < kShortRow && rows > cnt) {  // short reduced rows: add column by column
       for (int64_t i = 0; i < cnt; ++i)
         for (int64_t r = 0; r < rows; ++r) o[r * oo] += static_cast<Acc>(in[r * io + i * is]);

@@ -20,6 +20,10 @@ namespace reel {
 namespace detail {
 template <class C> inline constexpr bool vec_float_v = std::is_floating_point_v<C>;
 template <class C> inline constexpr bool vec_float_or_complex_v = std::is_floating_point_v<C> || is_complex_v<C>;
+// An Eigen row that is one value repeated (how a C++ number enters a row's Eigen expression).
+template <class B> inline constexpr bool is_eigen_constant_v = false;
+template <class S, class P>
+inline constexpr bool is_eigen_constant_v<Eigen::CwiseNullaryOp<Eigen::internal::scalar_constant_op<S>, P>> = true;
 template <class C> REEL_HD bool is_nan(const C& x) {
   if constexpr (is_complex_v<C>)
     return std::isnan(x.real()) || std::isnan(x.imag());
@@ -145,12 +149,49 @@ struct PowOp : SameTypeRule {
       return std::pow(a, b);
     }
   }
+  // Vector form only for one exponent over the row (pow(x, -3.0)): see PowConstFn below.
+  template <class C, class A, class B>
+    requires(detail::vec_float_v<C> && detail::is_eigen_constant_v<B>)
+  auto vec(const A& a, const B& b) const;
   template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const { return b * pow(a, b - 1); }
   // x^y ln x, taken as 0 where x == 0 and y >= 0 (the limit; PyTorch does the same).
   template <class O, class A, class B> auto d1(const O& out, const A& a, const B& b) const {
     return where(logical_and(eq(a, 0), ge(real(b), 0)), 0, out * log(a));
   }
 };
+
+namespace detail {
+// x^e with e fixed over a row, on Eigen packets: the same products, divisions and square
+// roots as PowOp::apply (so the same roundings), several lanes at a time; other exponents run
+// the scalar form lane by lane.
+template <class C>
+struct PowConstFn {
+  C e;
+  C operator()(const C& x) const { return PowOp{}.template apply<C>(x, e); }
+  template <class P>
+  P packetOp(const P& x) const {
+    namespace ei = Eigen::internal;
+    const P one = ei::pset1<P>(C(1));
+    if (e == C(0.5)) return ei::psqrt(x);
+    if (e == C(-0.5)) return ei::pdiv(one, ei::psqrt(x));
+    if (e >= C(-4) && e <= C(4) && e == static_cast<C>(static_cast<int>(e)) && e != C(0) && e != C(1)) {
+      const int n = static_cast<int>(e), m = n < 0 ? -n : n;
+      const P s = ei::pmul(x, x);
+      const P p = m == 2 ? s : m == 3 ? ei::pmul(s, x) : m == 4 ? ei::pmul(s, s) : x;
+      return n < 0 ? ei::pdiv(one, p) : p;
+    }
+    alignas(64) C v[ei::unpacket_traits<P>::size];
+    ei::pstore(v, x);
+    for (auto& q : v) q = (*this)(q);
+    return ei::pload<P>(v);
+  }
+};
+}  // namespace detail
+template <class C, class A, class B>
+  requires(detail::vec_float_v<C> && detail::is_eigen_constant_v<B>)
+auto PowOp::vec(const A& a, const B& b) const {
+  return a.unaryExpr(detail::PowConstFn<C>{b.functor().m_other});
+}
 
 // ================================================================== float-valued unary
 #define REEL_FLOAT_UNARY(NAME, STRUCT, SCALAR, VEC, DERIV)                                        \
@@ -688,3 +729,9 @@ REEL_INPLACE(relu) REEL_INPLACE(abs) REEL_INPLACE(floor) REEL_INPLACE(ceil) REEL
 template <class T, class D> Tensor<T, D> clamp_(Tensor<T, D> x, Bound min, Bound max) { return x.copy_(clamp(x, min, max)); }
 
 }  // namespace reel
+
+// PowConstFn has a packet form (Eigen then evaluates pow(x, -3.0) rows vectorized).
+template <class C>
+struct Eigen::internal::functor_traits<reel::detail::PowConstFn<C>> {
+  enum { Cost = 8 * NumTraits<C>::MulCost, PacketAccess = packet_traits<C>::Vectorizable };
+};
