@@ -4,13 +4,15 @@ benchmarks/README.md. Optional: never run by CI. Run it on the same machine righ
 bench_physics (same thread count):
 
     python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch==2.15.0 numpy "jax[cpu]==0.10.2"
-    OMP_NUM_THREADS=2 /tmp/tv/bin/python benchmarks/anchors/physics_anchors.py [--quick]
+    OMP_NUM_THREADS=2 /tmp/tv/bin/python benchmarks/anchors/physics_anchors.py [--quick] [--lce]
 
 Same work as reel's rows: LJ38 in the tensor formulation (double), its gradient and full
 Hessian (jax.hessian = jacfwd(jacrev) under jit; torch.func.hessian, eager), one PINN step
 (MLP 2-64-64-64-1 tanh, 1024 points, Laplacian by nested differentiation, gradient of the
 loss w.r.t. all weights, Adam step; float32), a [38,38,3] pair difference and a sum over its
-dim of 3 (PyTorch eager), and float/double GEMM 4096x512x8192 (PyTorch, MKL).
+dim of 3 (PyTorch eager), float/double GEMM 4096x512x8192 (PyTorch, MKL), and with --lce
+linear + cross-entropy at N 4096, D 512, V 32768 (F.linear_cross_entropy and the unfused
+composition; reel's figures for it come from bench_training).
 Medians of repeated timings, like reel's median_timer.hpp.
 """
 import math
@@ -109,6 +111,33 @@ def torch_rows(quick):
             row(f"torch GEMM 4096x512x8192 {name}", 2 * 4096 * 512 * 8192 / t * 1e-9, "GFLOP/s")
 
 
+def torch_lce_rows():
+    """linear + cross-entropy, N 4096, D 512, V 32768, float, forward + backward (dX, dW): the
+    row bench_training measures for reel (fused and unfused)."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    N, D, V = 4096, 512, 32768
+    h0 = torch.randn(N, D)
+    w0 = torch.randn(V, D) * 0.02
+    y = torch.randint(0, V, (N,))
+
+    def fused():
+        h = h0.clone().requires_grad_()
+        w = w0.clone().requires_grad_()
+        F.linear_cross_entropy(h, w, y).backward()
+
+    def unfused():
+        h = h0.clone().requires_grad_()
+        w = w0.clone().requires_grad_()
+        F.cross_entropy(F.linear(h, w), y).backward()
+
+    for name, f in (("fused F.linear_cross_entropy", fused), ("unfused cross_entropy(linear)", unfused)):
+        f()
+        row(f"torch LCE N4096 D512 V32768 {name}", median_seconds(f, 3), "s")
+
+
 def jax_rows(quick):
     import jax
     import jax.numpy as jnp
@@ -196,4 +225,6 @@ if __name__ == "__main__":
     quick = "--quick" in sys.argv
     print(f"{'case':<58} {'value':>12}")
     torch_rows(quick)
+    if "--lce" in sys.argv:
+        torch_lce_rows()
     jax_rows(quick)

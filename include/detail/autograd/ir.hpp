@@ -186,6 +186,20 @@ struct Builder {
   template <class Op> int op(const OpInfo* info, const TypeInfo* t, const Op& o, const int* args, int nargs) {
     static_assert(sizeof(Op) <= sizeof(IrNode::data) && std::is_trivially_copyable_v<Op>,
                   "reel: an op's state must be small and trivially copyable to be recorded");
+    // An op of constants is a constant (the exponent b - 1 in pow's derivative, ...): folded
+    // here, so the evaluator sees a repeated value (and a vector form that needs one) rather
+    // than a chunk it computes again for every element.
+    bool folds = nargs > 0;
+    for (int k = 0; k < nargs; ++k) folds = folds && g.nodes[args[k]].kind == Kind::Const;
+    if (folds) {
+      IrNode c;
+      c.kind = Kind::Const;
+      c.type = t;
+      const unsigned char* in[3] = {};
+      for (int k = 0; k < nargs; ++k) in[k] = g.nodes[args[k]].data;
+      info->elem(reinterpret_cast<const unsigned char*>(&o), in, c.data);
+      return push(c);
+    }
     IrNode n;
     n.kind = Kind::Op;
     n.type = t;
@@ -301,11 +315,51 @@ template <class To, class Dev, class X> int to_ir_as(Builder& b, const X& x) {
 }
 
 // ------------------------------------------------------------------ per-(op, type) tables
+// Operands of an op's Eigen vector form inside a graph's chunk: a run, or one value repeated.
+template <class C> using RunMap = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+template <class C> using RunConst = decltype(Eigen::Array<C, Eigen::Dynamic, 1>::Constant(1, C()));
+template <class C> RunMap<C> run_map(const C* p, int64_t n) { return RunMap<C>(p, n); }
+template <class C> RunConst<C> run_const(const C* p, int64_t n) { return Eigen::Array<C, Eigen::Dynamic, 1>::Constant(n, *p); }
+
+// The op over a chunk of n elements. Where the op has an Eigen vector form for the operands'
+// layout (runs, or a run and a repeated value), it is used, as the typed engine does on
+// unit-stride rows (vectorized exp, tanh, pow(x, c), ...); otherwise the scalar form.
 template <class Op, class C, size_t N>
 void kernel(const void* opp, const void* const* in, const int64_t* st, void* out, int64_t n) {
   const Op& op = *static_cast<const Op*>(opp);
   using V = apply_t<Op, C, N>;
   V* o = static_cast<V*>(out);
+  using OutMap = Eigen::Map<Eigen::Array<V, Eigen::Dynamic, 1>>;
+  if constexpr (!std::is_same_v<V, bool> && (std::is_floating_point_v<C> || is_complex_v<C>)) {
+    const C* p0 = static_cast<const C*>(in[0]);
+    if constexpr (N == 1 && reel::detail::HasVec<Op, C, RunMap<C>>) {
+      if (st[0] == 1) {
+        OutMap(o, n) = reel::detail::cast_eigen<V>(op.template vec<C>(run_map(p0, n)));
+        return;
+      }
+    }
+    if constexpr (N == 2) {
+      const C* p1 = static_cast<const C*>(in[1]);
+      if constexpr (reel::detail::HasVec<Op, C, RunMap<C>, RunMap<C>>) {
+        if (st[0] == 1 && st[1] == 1) {
+          OutMap(o, n) = reel::detail::cast_eigen<V>(op.template vec<C>(run_map(p0, n), run_map(p1, n)));
+          return;
+        }
+      }
+      if constexpr (reel::detail::HasVec<Op, C, RunMap<C>, RunConst<C>>) {
+        if (st[0] == 1 && st[1] == 0) {
+          OutMap(o, n) = reel::detail::cast_eigen<V>(op.template vec<C>(run_map(p0, n), run_const(p1, n)));
+          return;
+        }
+      }
+      if constexpr (reel::detail::HasVec<Op, C, RunConst<C>, RunMap<C>>) {
+        if (st[0] == 0 && st[1] == 1) {
+          OutMap(o, n) = reel::detail::cast_eigen<V>(op.template vec<C>(run_const(p0, n), run_map(p1, n)));
+          return;
+        }
+      }
+    }
+  }
   [&]<size_t... K>(std::index_sequence<K...>) {
     const C* p[] = {static_cast<const C*>(in[K])...};
     if (((st[K] == 1) && ...)) {
