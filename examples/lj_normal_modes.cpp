@@ -91,7 +91,7 @@ int main() {
   std::printf("LJ13 relaxed by FIRE in %d steps: E = %.6f (global minimum -44.326801), max |F| = %.2g\n", it, e_min,
               fmax);
   check(std::abs(e_min - (-44.326801)) < 1e-6, "LJ13 reaches the icosahedral global minimum");
-  svg_plot::line_plot("lj13_relaxation.svg", "LJ13: FIRE relaxation", "step", "E - E_min (log10)", steps,
+  svg_plot::line_plot("lj13_relaxation.svg", "LJ13: FIRE relaxation", "FIRE step", "E - E_min", steps,
                       [&] {
                         std::vector<double> d;
                         for (double e : energies) d.push_back(e - e_min + 1e-12);
@@ -122,8 +122,8 @@ int main() {
   for (size_t i = 7; i < ev.size(); ++i) groups += std::abs(ev[i] - ev[i - 1]) > 1e-6 * ev.back();
   std::printf("distinct vibrational frequencies: %d\n", groups);
   check(groups < 33, "frequencies come in degenerate groups (icosahedral symmetry)");
-  svg_plot::stick_plot("lj13_spectrum.svg", "LJ13 icosahedron: normal-mode frequencies (grey: zero modes)",
-                       "frequency (reduced units)", freq, 1e-3);
+  svg_plot::stick_plot("lj13_spectrum.svg", "LJ13 icosahedron: vibrational spectrum (grey: the 6 zero modes)",
+                       "frequency (reduced units)", freq, 1e-3, 1e-4 * freq.back());
   std::printf("wrote lj13_relaxation.svg and lj13_spectrum.svg\n");
   return failures == 0 ? 0 : 1;
 }

@@ -26,23 +26,39 @@ inline std::string num(double v) {
   return b;
 }
 
-// Axes, ticks and labels of a frame.
+// A round tick spacing (1, 2 or 5 times a power of ten) giving about four ticks over span.
+inline double tick_step(double span) {
+  double raw = span / 4, p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+// Axes, round ticks and labels of a frame; logy: y holds log10 values, labelled 1e-6 etc.
 inline void axes(std::ostringstream& s, const Frame& f, const std::string& xlabel, const std::string& ylabel,
                  bool logy = false) {
   s << "<rect x='" << f.x0 << "' y='" << f.y0 << "' width='" << f.w << "' height='" << f.h
     << "' fill='none' stroke='#333'/>\n";
-  for (int i = 0; i <= 4; ++i) {
-    double xv = f.xmin + (f.xmax - f.xmin) * i / 4, yv = f.ymin + (f.ymax - f.ymin) * i / 4;
-    double X = f.px(xv), Y = f.py(yv);
+  const double xs = tick_step(f.xmax - f.xmin), ys = logy ? std::max(1.0, std::round(tick_step(f.ymax - f.ymin)))
+                                                          : tick_step(f.ymax - f.ymin);
+  for (double xv = std::ceil(f.xmin / xs) * xs; xv <= f.xmax + 1e-9 * xs; xv += xs) {
+    double X = f.px(xv);
     s << "<line x1='" << X << "' y1='" << f.y0 + f.h << "' x2='" << X << "' y2='" << f.y0 + f.h + 5 << "' stroke='#333'/>"
       << "<text x='" << X << "' y='" << f.y0 + f.h + 18 << "' font-size='11' text-anchor='middle'>" << num(xv) << "</text>\n";
+  }
+  for (double yv = std::ceil(f.ymin / ys) * ys; yv <= f.ymax + 1e-9 * ys; yv += ys) {
+    double Y = f.py(yv);
+    char b[32];
+    if (logy)
+      std::snprintf(b, sizeof b, "1e%d", static_cast<int>(std::lround(yv)));
+    else
+      std::snprintf(b, sizeof b, "%.4g", std::abs(yv) < 1e-12 * ys ? 0.0 : yv);
     s << "<line x1='" << f.x0 - 5 << "' y1='" << Y << "' x2='" << f.x0 << "' y2='" << Y << "' stroke='#333'/>"
-      << "<text x='" << f.x0 - 8 << "' y='" << Y + 4 << "' font-size='11' text-anchor='end'>"
-      << num(logy ? std::pow(10.0, yv) : yv) << "</text>\n";
+      << "<text x='" << f.x0 - 8 << "' y='" << Y + 4 << "' font-size='11' text-anchor='end'>" << b << "</text>\n";
   }
   s << "<text x='" << f.x0 + f.w / 2 << "' y='" << f.y0 + f.h + 38 << "' font-size='13' text-anchor='middle'>" << xlabel
     << "</text>\n";
-  s << "<text transform='translate(" << f.x0 - 55 << "," << f.y0 + f.h / 2
+  s << "<text transform='translate(" << f.x0 - 58 << "," << f.y0 + f.h / 2
     << ") rotate(-90)' font-size='13' text-anchor='middle'>" << ylabel << "</text>\n";
 }
 
@@ -66,7 +82,7 @@ inline void line_plot(const std::string& path, const std::string& t, const std::
   double lo = *ymin, hi = *ymax;
   if (hi - lo < 1e-12) hi = lo + 1;
   double pad = 0.05 * (hi - lo);
-  Frame f{80, 40, 520, 300, x.front(), x.back() > x.front() ? x.back() : x.front() + 1, lo - pad, hi + pad};
+  Frame f{90, 40, 510, 300, x.front(), x.back() > x.front() ? x.back() : x.front() + 1, lo - pad, hi + pad};
   std::ostringstream s;
   title(s, 340, t);
   axes(s, f, xlabel, ylabel, logy);
@@ -76,18 +92,28 @@ inline void line_plot(const std::string& path, const std::string& t, const std::
   write(path, s.str(), 640, 400);
 }
 
-// Vertical sticks at positions x with heights 1 (a spectrum), marked zero modes in grey.
+// A stick spectrum: one stick per distinct position (within tol), as high as the number of
+// values there (the degeneracy); sticks below zero_below in grey (zero modes).
 inline void stick_plot(const std::string& path, const std::string& t, const std::string& xlabel,
-                       const std::vector<double>& x, double zero_below) {
-  double hi = *std::max_element(x.begin(), x.end());
-  Frame f{80, 40, 520, 260, 0, hi * 1.05 + 1e-9, 0, 1.1};
+                       std::vector<double> x, double zero_below, double tol) {
+  std::sort(x.begin(), x.end());
+  std::vector<std::pair<double, int>> sticks;
+  for (double v : x) {
+    if (!sticks.empty() && v - sticks.back().first <= tol)
+      ++sticks.back().second;
+    else
+      sticks.push_back({v, 1});
+  }
+  int most = 1;
+  for (auto& st : sticks) most = std::max(most, st.second);
+  Frame f{80, 40, 520, 260, -0.03 * x.back(), x.back() * 1.05 + 1e-9, 0, most + 0.5};  // room for the zero modes
   std::ostringstream s;
   title(s, 340, t);
-  axes(s, f, xlabel, "mode");
-  for (double v : x) {
+  axes(s, f, xlabel, "degeneracy");
+  for (auto [v, k] : sticks) {
     const char* colour = v < zero_below ? "#999" : "#d62728";
-    s << "<line x1='" << f.px(v) << "' y1='" << f.py(0) << "' x2='" << f.px(v) << "' y2='" << f.py(1)
-      << "' stroke='" << colour << "' stroke-width='2'/>\n";
+    s << "<line x1='" << f.px(v) << "' y1='" << f.py(0) << "' x2='" << f.px(v) << "' y2='" << f.py(k)
+      << "' stroke='" << colour << "' stroke-width='3'/>\n";
   }
   write(path, s.str(), 640, 360);
 }
@@ -118,6 +144,7 @@ inline void heatmaps(const std::string& path, const std::vector<std::pair<std::s
     const auto& [name, v] = panels[p];
     auto [mn, mx] = std::minmax_element(v.begin(), v.end());
     double lo = *mn, hi = *mx > *mn ? *mx : *mn + 1;
+    if (lo < 0 && hi > 0) hi = std::max(hi, -lo), lo = -hi;  // signed data: white is zero
     Frame f{70 + p * (size + gap), 40, size, size, 0, 1, 0, 1};
     title(s, f.x0 + size / 2, name);
     double cell = size / n;

@@ -167,6 +167,9 @@ TEST_CASE("vector mode: k directions in one pass, through views, sums and matmul
   want.push_back(xv[0] * xv[0] * xv[0] + sinsum);  // d/dy0
   want.push_back(2 * xv[2] * xv[2] * xv[2]);         // 2 d/dy2
   check_close(t, want);
+  // a sum of a 0-d tensor sums nothing in any direction
+  auto [o0, t0] = F::jvp([](const V& v) { return Td(sum(sum(v[0])) * 2.0); }, V{x}, V{tx});
+  check_close(t0, {2, 2, 2, 0, 0});
 
   // every view kind, sums over dims, and an op with a one-direction rule (matmul)
   auto g = [](const Td& a) {

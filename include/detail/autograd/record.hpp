@@ -857,7 +857,9 @@ struct SumNode final : ErasedNode {
   GradPtr forward(const GradPtr& t, int64_t batch) const override {
     if (!t) return nullptr;
     GradPtr s;
-    if (batch) {  // the same dims of every direction
+    if (batch && in_sizes.size() == 0) {  // a 0-d input: nothing to sum in any direction
+      s = t;
+    } else if (batch) {  // the same dims of every direction
       const int64_t nd = in_sizes.size();
       Shape d;
       if (dims.empty())
