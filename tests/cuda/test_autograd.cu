@@ -87,6 +87,26 @@ TEST_CASE("cuda autograd: grad of grad and forward-over-reverse match the CPU") 
   CHECK_CLOSE_T(fwd(CUDA{}), fwd(CPU{}), 1e-12, 1e-12);
 }
 
+TEST_CASE("cuda autograd: vector mode (batched jvp, jacfwd, hessian by forward over reverse) matches the CPU") {
+  REQUIRE_GPU();
+  auto P0 = host_randn<double>({7, 3}), V0 = host_randn<double>({5, 7, 3});
+  auto run = [&]<class D>(D) {
+    using TD = Tensor<double, D>;
+    namespace F = autograd::functional;
+    auto energy = [](const TD& x) {  // a pair energy over [n, n, 3]: short rows, broadcasts
+      TD d = x.unsqueeze(1) - x.unsqueeze(0);
+      return TD(sum(exp(-sum(TD(d * d), Shape{2}))));
+    };
+    auto [out, tan] = F::jvp(energy, std::vector<TD>{on<D>(P0)}, std::vector<TD>{on<D>(V0)});
+    TD J = F::jacfwd([](const TD& x) { return TD(exp(x) * x.sum()); }, on<D>(P0));
+    TD H = F::hessian(energy, on<D>(P0));
+    return std::vector{to_host(tan), to_host(J), to_host(H)};
+  };
+  auto g = run(CUDA{});
+  auto c = run(CPU{});
+  for (size_t k = 0; k < g.size(); ++k) CHECK_CLOSE_T(g[k], c[k], 1e-11, 1e-10);
+}
+
 TEST_CASE("cuda autograd: a two-layer network's gradients (matmul, broadcast bias, mean) match the CPU") {
   REQUIRE_GPU();
   auto X0 = host_randn<float>({64, 32}), Y0 = host_randn<float>({64, 8});
