@@ -55,6 +55,8 @@ inline ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, cons
 // its own kernel per kind; None: not available there).
 enum class RunKind { None, Sum, Mean, Prod, Max, Min, ArgMax, ArgMin };
 
+template <class A, class T> A sum_run(const T* p, int64_t n);  // below
+
 // o[r] += the W consecutive elements of row r (W fixed: unrolled, and vectorizable across rows).
 template <int W, class Acc, class T>
 void sum_rows_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
@@ -65,11 +67,11 @@ void sum_rows_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
   }
 }
 
-// Sum (or mean) of a small tensor over some dims, read in place: one walk over x in its
-// stride order accumulating into the output (zero stride along the reduced dims), so
-// neither a permuted copy nor a call per output element is paid. Short reduced runs
-// (xyz = 3) are plain loops; long unit-stride ones are Eigen sums; a kept inner dim adds
-// whole slices. Float accumulates in double, as sum_run does.
+// Sum (or mean) over some dims, reading x in place: one walk over x in its stride order
+// accumulating into the output (zero stride along the reduced dims), so neither a permuted
+// copy nor a call per output element is paid. Short reduced runs (xyz = 3) are plain loops;
+// long unit-stride ones go through sum_run; a kept inner dim adds whole slices. Float
+// accumulates in double, as sum_run does.
 template <class T>
 void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
   using Acc = std::conditional_t<std::is_same_v<T, float>, double,
@@ -113,7 +115,7 @@ void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
     for (int64_t r = 0; r < rows; ++r, o += oo, in += io) {
       if (os == 0) {  // the row is reduced
         if (is == 1 && cnt >= 16) {
-          *o += static_cast<Acc>(Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(in, cnt).sum());
+          *o += sum_run<Acc>(in, cnt);  // blocks of 1024, float accumulated in double
         } else {
           Acc a{};
           for (int64_t i = 0; i < cnt; ++i) a += static_cast<Acc>(in[i * is]);

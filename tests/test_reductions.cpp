@@ -183,6 +183,16 @@ TEST_CASE_TEMPLATE("sum and mean over any dims of small strided tensors (read in
   }
 }
 
+TEST_CASE("large float sums with a kept dim 0 (threads split dim 0) accumulate in double") {
+  const int64_t n = int64_t(1) << 21;
+  auto x = full<float>({2, n}, 0.1f);
+  const double want = static_cast<double>(n) * static_cast<double>(0.1f);
+  for (float v : sum(x, {1}).to_vector()) CHECK(std::abs(v - want) <= 1e-6 * want);
+  auto y = full<float>({4, 3, n / 8}, 0.1f);  // a reduced middle dim too
+  for (float v : sum(y, {1, 2}).to_vector()) CHECK(std::abs(v - 3 * want / 8) <= 1e-6 * want);
+  for (float v : mean(y, {2}).to_vector()) CHECK(std::abs(v - 0.1f) <= 1e-7);
+}
+
 TEST_CASE("cat and stack") {
   auto a = from_vector<float>({1, 2, 3, 4}, {2, 2});
   auto b = from_vector<float>({5, 6}, {1, 2});
