@@ -4,6 +4,7 @@
 //      analytic gradient; the full 114 x 114 Hessian by functional::hessian (forward over
 //      reverse, all directions in one pass) vs the row-by-row reverse-over-reverse Jacobian
 //      of the gradient (what functional::hessian did before).
+//   1b. The same three through autograd::compile (capture once, replay the kernels).
 //   2. One PINN training step (examples/pinn_model.hpp: MLP 2-64-64-64-1 tanh, 1024 points,
 //      Laplacian by nested reverse mode, gradient of the loss w.r.t. all weights), float.
 //   3. Short dims: a [38, 38, 3] pair difference (broadcast, last dim 3) vs a contiguous
@@ -31,7 +32,7 @@ namespace {
 double sink = 0;
 
 void row(const char* name, double base, double reel_t, const char* unit, double scale) {
-  std::printf("%-58s %12.2f %12.2f %s  ratio %.2fx\n", name, base * scale, reel_t * scale, unit, base / reel_t);
+  std::printf("%-72s %12.2f %12.2f %s  ratio %.2fx\n", name, base * scale, reel_t * scale, unit, base / reel_t);
 }
 
 template <class T>
@@ -51,14 +52,14 @@ void gemm_row(const char* name) {
     sink += c.data_ptr()[1];
   }, 3);
   double flops = 2.0 * M * K * N;
-  std::printf("%-58s %12.1f %12.1f GFLOP/s  ratio %.2fx\n", name, flops / t_eigen * 1e-9, flops / t_reel * 1e-9,
+  std::printf("%-72s %12.1f %12.1f GFLOP/s  ratio %.2fx\n", name, flops / t_eigen * 1e-9, flops / t_reel * 1e-9,
               t_eigen / t_reel);
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  std::printf("%-58s %12s %12s\n", "case", "baseline", "reel");
+  std::printf("%-72s %12s %12s\n", "case", "baseline", "reel");
 
   // 1. LJ38
   Td P = lj::random_cluster(38, 1);
@@ -70,6 +71,12 @@ int main(int argc, char** argv) {
     sink += lj::energy(P).item();
   }, 31, 50);
   row("LJ38 energy: hand-written loop vs tensor form", t_e_hand, t_e, "us", 1e6);
+  auto energy_c = autograd::compile([](const Td& x) {
+    autograd::no_grad ng;
+    return lj::energy(x);
+  });
+  double t_e_c = median_seconds([&] { sink += energy_c(P).item(); }, 31, 50);
+  row("LJ38 energy: hand-written loop vs compile(energy)", t_e_hand, t_e_c, "us", 1e6);
   double t_g_hand = median_seconds([&] {
     lj::gradient_by_hand(xs.data(), 38, g.data());
     sink += g[0];
@@ -80,6 +87,9 @@ int main(int argc, char** argv) {
   double t_g = median_seconds([&] { sink += lj::forces(P).data_ptr()[0]; }, 31, 50);
   row("LJ38 gradient: first call vs repeated calls", t_first, t_g, "us", 1e6);
   row("LJ38 gradient: analytic loop vs reverse mode", t_g_hand, t_g, "us", 1e6);
+  auto forces_c = autograd::compile([](const Td& x) { return lj::forces(x); });
+  double t_g_c = median_seconds([&] { sink += forces_c(P).data_ptr()[0]; }, 31, 50);
+  row("LJ38 gradient: analytic loop vs compile(forces)", t_g_hand, t_g_c, "us", 1e6);
   auto grad_fn = [](const Td& x) {
     return autograd::grad({lj::energy(x)}, {x}, {}, {.create_graph = true})[0].reshape({-1});
   };
@@ -90,6 +100,9 @@ int main(int argc, char** argv) {
   }, 3);
   double t_h = median_seconds([&] { sink += autograd::functional::hessian(lj::energy, P).data_ptr()[0]; }, 11);
   row("LJ38 Hessian 114x114: 114 reverse passes vs hessian()", t_h_rows, t_h, "ms", 1e3);
+  auto hessian_c = autograd::compile([](const Td& x) { return autograd::functional::hessian(lj::energy, x); });
+  double t_h_c = median_seconds([&] { sink += hessian_c(P).data_ptr()[0]; }, 11);
+  row("LJ38 Hessian 114x114: hessian() vs compile(hessian)", t_h, t_h_c, "ms", 1e3);
 
   // 2. PINN step
   {
@@ -105,7 +118,18 @@ int main(int argc, char** argv) {
       opt.step();
       sink += l.item();
     }, 11);
-    std::printf("%-58s %12s %12.2f ms\n", "PINN step (2-64-64-64-1 tanh, 1024 points, float)", "-", t_step * 1e3);
+    // the same step with the loss and its gradients compiled (the optimizer runs outside)
+    auto loss_grads = autograd::compile([&](const pinn::Tf& x, const pinn::Tf& xb) {
+      auto l = pinn::loss(net, x, xb);
+      return std::make_pair(l.detach(), autograd::grad(std::vector<pinn::Tf>{l}, params));
+    });
+    double t_step_c = median_seconds([&] {
+      auto [l, g] = loss_grads(X, Xb);
+      for (size_t i = 0; i < g.size(); ++i) params[i].set_grad(g[i]);
+      opt.step();
+      sink += l.item();
+    }, 11);
+    row("PINN step (2-64-64-64-1 tanh, 1024 points, float): eager vs compiled loss+grad", t_step, t_step_c, "ms", 1e3);
   }
 
   // 3. short dims

@@ -22,10 +22,13 @@ template <class T, class D = CPU> Tensor<T, D> ones(Shape s) { return full<T, D>
 template <class T, class D = CPU> Tensor<T, D> eye(int64_t n, std::optional<int64_t> m = {}) {
   if constexpr (std::is_same_v<D, CUDA>) return eye<T, CPU>(n, m).template to_device<CUDA>();
   int64_t c = m.value_or(n);
-  auto t = zeros<T, D>({n, c});
+  auto t = empty<T, D>({n, c});
   if constexpr (!std::is_same_v<D, Meta>) {
-    T* p = t.data_ptr();
-    for (int64_t i = 0; i < std::min(n, c); ++i) p[i * c + i] = T(1);
+    detail::kernel_step({t.impl().storage.get()}, [t, n, c] {
+      T* p = t.mutable_data_ptr();
+      std::fill(p, p + n * c, T(0));
+      for (int64_t i = 0; i < std::min(n, c); ++i) p[i * c + i] = T(1);
+    });
   }
   return t;
 }
@@ -41,7 +44,12 @@ Tensor<T, D> from_vector(const std::vector<T>& v, Shape shape) {
              " needs ", detail::numel_of(shape), " elements but the vector has ", v.size());
   if constexpr (std::is_same_v<D, CUDA>) return from_vector<T, CPU>(v, std::move(shape)).template to_device<CUDA>();
   auto t = empty<T, D>(std::move(shape));
-  if constexpr (std::is_same_v<D, CPU>) std::copy(v.begin(), v.end(), t.data_ptr());
+  if constexpr (std::is_same_v<D, CPU>) {
+    if (detail::CaptureTrace* c = detail::capturing())
+      c->record({t.impl().storage.get()}, [t, v] { std::copy(v.begin(), v.end(), t.mutable_data_ptr()); });
+    else
+      std::copy(v.begin(), v.end(), t.data_ptr());
+  }
   return t;
 }
 template <class T, class D = CPU>
@@ -129,9 +137,11 @@ Tensor<T, D> fill_by_index(int64_t n, F&& f) {
   if constexpr (std::is_same_v<D, CUDA>) {
     DeviceBackend<D>::fill_by_index(t.data_ptr(), n, f);  // f is __host__ __device__ under nvcc
   } else if constexpr (!std::is_same_v<D, Meta>) {
-    T* p = t.data_ptr();
-    parallel_range(n, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) p[i] = f(i);
+    kernel_step({t.impl().storage.get()}, [t, n, f] {
+      T* p = t.mutable_data_ptr();
+      parallel_range(n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) p[i] = f(i);
+      });
     });
   }
   return t;

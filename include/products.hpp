@@ -100,25 +100,32 @@ void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, 
 // out[b] = a[b] @ c[b] for 3-d operands whose batch dims already agree.
 template <class T, class D>
 Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
-  int64_t B = a0.size(0), n = a0.size(1), k = a0.size(2), m = b0.size(2);
+  const int64_t B = a0.size(0), n = a0.size(1), m = b0.size(2);
   auto out = empty<T, D>({B, n, m});
   if constexpr (std::is_same_v<D, CUDA>) {
     DeviceGemm<D>::bmm(a0, b0, out);  // (fp16 / bf16 accumulate in fp32 inside cuBLASLt)
   } else if constexpr (!std::is_same_v<D, Meta>) {
     if (out.numel() == 0) return out;
-    using C = compute_t<T>;  // reduced floats multiply in float
-    auto a = unit_inner(a0.template to<C>()), b = unit_inner(b0.template to<C>());
-    auto o = std::is_same_v<C, T> ? Tensor<C, D>(out.impl_ptr()) : empty<C, D>({B, n, m});
-    auto run = [&](int64_t i) {
-      gemm<C>(n, m, k, a.data_ptr() + i * a.stride(0), std::max<int64_t>(a.stride(1), k), b.data_ptr() + i * b.stride(0),
-              std::max<int64_t>(b.stride(1), m), o.mutable_data_ptr() + i * n * m, m);
+    auto kernel = [](const Tensor<T, D>& a0, const Tensor<T, D>& b0, const Tensor<T, D>& out) {
+      const int64_t B = a0.size(0), n = a0.size(1), k = a0.size(2), m = b0.size(2);
+      using C = compute_t<T>;  // reduced floats multiply in float
+      auto a = unit_inner(a0.template to<C>()), b = unit_inner(b0.template to<C>());
+      auto o = std::is_same_v<C, T> ? Tensor<C, D>(out.impl_ptr()) : empty<C, D>({B, n, m});
+      auto run = [&](int64_t i) {
+        gemm<C>(n, m, k, a.data_ptr() + i * a.stride(0), std::max<int64_t>(a.stride(1), k),
+                b.data_ptr() + i * b.stride(0), std::max<int64_t>(b.stride(1), m), o.mutable_data_ptr() + i * n * m, m);
+      };
+      // Many small products: one per thread; few large ones: threads inside each.
+      if (B > 1 && n * m * k < (int64_t(1) << 18))
+        parallel_range(B, [&](int64_t s, int64_t e) { for (int64_t i = s; i < e; ++i) run(i); }, 1);
+      else
+        for (int64_t i = 0; i < B; ++i) run(i);
+      if constexpr (!std::is_same_v<C, T>) assign_expr(out, o);
     };
-    // Many small products: one per thread; few large ones: threads inside each.
-    if (B > 1 && n * m * k < (int64_t(1) << 18))
-      parallel_range(B, [&](int64_t s, int64_t e) { for (int64_t i = s; i < e; ++i) run(i); }, 1);
+    if (CaptureTrace* t = capturing())
+      t->record({out.impl().storage.get()}, [=] { kernel(a0, b0, out); });
     else
-      for (int64_t i = 0; i < B; ++i) run(i);
-    if constexpr (!std::is_same_v<C, T>) out.copy_(o);
+      kernel(a0, b0, out);
   }
   return out;
 }

@@ -67,6 +67,22 @@ void sum_rows_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
   }
 }
 
+// o[j] += column j of `rows` rows of W consecutive elements (a kept xyz dim, the rows
+// reduced): two interleaved accumulators per column, so the adds do not wait on each other.
+template <int W, class Acc, class T>
+void sum_cols_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
+  Acc a[W] = {}, b[W] = {};
+  int64_t r = 0;
+  for (; r + 1 < rows; r += 2)
+    for (int j = 0; j < W; ++j) {
+      a[j] += static_cast<Acc>(in[r * W + j]);
+      b[j] += static_cast<Acc>(in[(r + 1) * W + j]);
+    }
+  if (r < rows)
+    for (int j = 0; j < W; ++j) a[j] += static_cast<Acc>(in[r * W + j]);
+  for (int j = 0; j < W; ++j) o[j] += a[j] + b[j];
+}
+
 // Sum (or mean) over some dims, reading x in place: one walk over x in its stride order
 // accumulating into the output (zero stride along the reduced dims), so neither a permuted
 // copy nor a call per output element is paid. Short reduced runs (xyz = 3) are plain loops;
@@ -105,6 +121,13 @@ void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
         case 2: return sum_rows_fixed<2>(o, in, rows);
         case 3: return sum_rows_fixed<3>(o, in, rows);
         default: return sum_rows_fixed<4>(o, in, rows);
+      }
+    }
+    if (oo == 0 && os == 1 && is == 1 && io == cnt && cnt >= 2 && cnt <= 4) {  // rows reduced onto a kept xyz
+      switch (cnt) {
+        case 2: return sum_cols_fixed<2>(o, in, rows);
+        case 3: return sum_cols_fixed<3>(o, in, rows);
+        default: return sum_cols_fixed<4>(o, in, rows);
       }
     }
     if (os == 0 && cnt < kShortRow && rows > cnt) {  // short reduced rows: add column by column
@@ -148,35 +171,42 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
       DeviceBackend<D>::template reduce_runs<K>(xp.data_ptr(), out.data_ptr(), p.outer, p.inner);
     }
   } else if constexpr (!std::is_same_v<D, Meta>) {
-    if constexpr ((K == RunKind::Sum || K == RunKind::Mean) && std::is_same_v<R, T> &&
-                  (std::is_floating_point_v<T> || is_complex_v<T>)) {
-      if (p.outer > 1 && p.inner > 0 && x.numel() < kParallelThreshold) {
-        sum_strided(x, p, K == RunKind::Mean, out.data_ptr());
-        return out;
+    auto run = [](const Tensor<T, D>& x, const ReducePlan& p, const Tensor<R, D>& out, const std::remove_cvref_t<F>& f,
+                  const char* fn, const Shape& dims) {
+      if constexpr ((K == RunKind::Sum || K == RunKind::Mean) && std::is_same_v<R, T> &&
+                    (std::is_floating_point_v<T> || is_complex_v<T>)) {
+        if (p.outer > 1 && p.inner > 0 && x.numel() < kParallelThreshold) {
+          sum_strided(x, p, K == RunKind::Mean, out.mutable_data_ptr());
+          return;
+        }
+        if (p.outer > 1 && p.inner > 0 && x.dim() > 0 && p.out_keep[0] == x.size(0) && x.size(0) > 1) {
+          // dim 0 kept (a batch of directions, say): each thread reduces its slices of it
+          const int64_t per = p.outer / x.size(0);
+          T* dst = out.mutable_data_ptr();
+          parallel_range(x.size(0), [&](int64_t b, int64_t e) {
+            auto part = x.narrow(0, b, e - b);
+            auto pp = plan_reduce(part.sizes(), dims, true, fn);
+            sum_strided(part, pp, K == RunKind::Mean, dst + b * per);
+          }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(x.numel() / x.size(0), 1)));
+          return;
+        }
       }
-      if (p.outer > 1 && p.inner > 0 && x.dim() > 0 && p.out_keep[0] == x.size(0) && x.size(0) > 1) {
-        // dim 0 kept (a batch of directions, say): each thread reduces its slices of it
-        const int64_t per = p.outer / x.size(0);
-        T* dst = out.data_ptr();
-        parallel_range(x.size(0), [&](int64_t b, int64_t e) {
-          auto part = x.narrow(0, b, e - b);
-          auto pp = plan_reduce(part.sizes(), dims, true, fn);
-          sum_strided(part, pp, K == RunKind::Mean, dst + b * per);
-        }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(x.numel() / x.size(0), 1)));
-        return out;
+      auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
+      const T* src = xp.data_ptr();
+      R* dst = out.mutable_data_ptr();
+      const int64_t inner = p.inner;
+      if (p.outer == 1) {
+        dst[0] = f(src, inner);
+      } else {
+        parallel_range(p.outer, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) dst[i] = f(src + i * inner, inner);
+        }, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(inner, 1)));
       }
-    }
-    auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
-    const T* src = xp.data_ptr();
-    R* dst = out.data_ptr();
-    const int64_t inner = p.inner;
-    if (p.outer == 1) {
-      dst[0] = f(src, inner);
-    } else {
-      parallel_range(p.outer, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) dst[i] = f(src + i * inner, inner);
-      }, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(inner, 1)));
-    }
+    };
+    if (CaptureTrace* t = capturing())
+      t->record({out.impl().storage.get()}, [=] { run(x, p, out, f, fn, dims); });
+    else
+      run(x, p, out, f, fn, dims);
   }
   return out;
 }

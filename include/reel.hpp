@@ -12,6 +12,7 @@
 #include "nn/modules.hpp"
 #include "autograd.hpp"
 #include "autograd_functional.hpp"
+#include "autograd_compile.hpp"
 #include "gradcheck.hpp"
 #include "foreach.hpp"
 #include "optim.hpp"

@@ -102,7 +102,10 @@ class Tensor {
   bool is_same_storage(const Tensor<U, D2>& o) const { return impl().storage == o.impl().storage; }
   // Bumped by in-place writes to this tensor's storage (shared by all its views).
   uint64_t version() const { return impl().storage->version.load(std::memory_order_relaxed); }
-  void bump_version() const { impl().storage->version.fetch_add(1, std::memory_order_relaxed); }
+  void bump_version() const {
+    if (detail::CaptureTrace* c = detail::capturing()) c->note_bump(impl().storage.get());
+    impl().storage->version.fetch_add(1, std::memory_order_relaxed);
+  }
 
   // ---- data
   T* data_ptr() {
@@ -123,6 +126,7 @@ class Tensor {
     REEL_CHECK(numel() == 1, value_error, "item: a Tensor with ", numel(),
                " elements cannot be converted to a scalar");
     check_data("item");
+    detail::capture_refuse("the function reads a tensor's value on the host (item)");
     if constexpr (std::is_same_v<D, CUDA>)
       return to_vector()[0];
     else

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../errors.hpp"
+#include "capture.hpp"
 
 namespace reel {
 
@@ -239,6 +240,7 @@ inline std::shared_ptr<Storage> make_storage(size_t nbytes, DeviceType dev) {
   } else if (dev == DeviceType::CUDA) {
     raise<not_implemented_error>("CUDA storage needs reel compiled with CUDA support (include <cuda.hpp> from a .cu file)");
   }
+  if (CaptureTrace* c = capturing()) c->note_fresh(s);
   return s;
 }
 

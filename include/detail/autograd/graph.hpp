@@ -356,6 +356,7 @@ inline GradList run_backward(BackwardTask& task) {
     for (auto& [slot, weak] : n->retained) {
       auto t = weak.lock();
       if (!t || !grads[slot]) continue;
+      capture_refuse("backward() sets the .grad of a tensor that retains it (use autograd::grad inside a compiled function)");
       auto& m = ensure_meta(*t);
       m.grad = task.create_graph ? grads[slot] : n->outputs[slot].type->clone(grads[slot]);
     }

@@ -58,6 +58,7 @@ struct AccumulateGrad : Node {
   const char* name() const override { return "AccumulateGrad"; }
   bool is_accumulator() const override { return true; }
   GradList apply(GradList& grads) override {
+    capture_refuse("backward() accumulates into .grad (use autograd::grad inside a compiled function)");
     auto& m = ensure_meta(*leaf);
     GradPtr g = grads[0];
     if (m.hooks) g = m.hooks->run(g);
@@ -167,6 +168,28 @@ struct GraphRecord {
 };
 void record_graph(GraphRecord rec);
 
+// ir::evaluate as a kept kernel of a capture (capture.hpp): the step owns a copy of the
+// graph (g may be the per-thread scratch graph) and the tensors.
+inline void capture_ir(CaptureTrace& t, const ir::Graph& g, const GradList& leaves, std::span<const int> roots,
+                       std::span<const GradPtr> outs, const std::vector<char>& live) {
+  auto gc = std::make_shared<ir::Graph>();
+  gc->nodes = g.nodes;
+  gc->leaves = g.leaves;
+  gc->leaf_node = g.leaf_node;
+  std::vector<GradPtr> in(leaves.begin(), leaves.end()), out(outs.begin(), outs.end());
+  std::vector<int> rs(roots.begin(), roots.end());
+  std::vector<const Storage*> writes;
+  for (const auto& o : out) writes.push_back(o->storage.get());
+  t.record(writes, [gc, in, out, rs, live] {
+    ImplList lp(in.size());
+    for (size_t k = 0; k < in.size(); ++k) lp.p[k] = in[k].get();
+    TensorImpl* op[kMaxOperands];
+    for (size_t r = 0; r < out.size(); ++r) op[r] = out[r].get();
+    ir::evaluate(*gc, std::span<const TensorImpl* const>(lp.p, lp.n), rs, std::span<TensorImpl* const>(op, out.size()),
+                 live);
+  });
+}
+
 // Evaluates the roots of g (fused, one pass) and records the result for autograd.
 // A root that is a leaf of the output's shape is returned as that tensor, unevaluated.
 inline GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<const int> roots,
@@ -199,8 +222,11 @@ inline GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<const in
   TensorImpl* op[kMaxOperands];
   for (size_t r = 0; r < rec.outputs.size(); ++r) op[r] = rec.outputs[r].get();
   const bool all = rec.roots.size() == roots.size();  // `live` is for all roots
-  ir::evaluate(g, std::span<const TensorImpl* const>(lp.p, lp.n), rec.roots,
-               std::span<TensorImpl* const>(op, rec.outputs.size()), all ? live : live_nodes(g, rec.roots));
+  if (CaptureTrace* t = capturing())
+    capture_ir(*t, g, leaves, rec.roots, rec.outputs, all ? live : live_nodes(g, rec.roots));
+  else
+    ir::evaluate(g, std::span<const TensorImpl* const>(lp.p, lp.n), rec.roots,
+                 std::span<TensorImpl* const>(op, rec.outputs.size()), all ? live : live_nodes(g, rec.roots));
   if (autograd_needed(lp.p, lp.n)) {
     rec.inputs.reserve(leaves.size());
     for (auto& t : leaves) {

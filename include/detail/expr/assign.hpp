@@ -29,7 +29,9 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
     check_inplace(out, false);
     if constexpr (!std::is_same_v<D, Meta>) {
       if (out.is_contiguous() && !std::is_same_v<D, CUDA>) {
-        std::fill(out.mutable_data_ptr(), out.mutable_data_ptr() + out.numel(), e.value);
+        kernel_step({out.impl().storage.get()}, [out, v = e.value] {
+          std::fill(out.mutable_data_ptr(), out.mutable_data_ptr() + out.numel(), v);
+        });
       } else {
         eval_into(out, make_expr(SecondOp{}, out, e));
       }
@@ -61,6 +63,7 @@ namespace reel {
 template <class T, class D>
 std::vector<T> Tensor<T, D>::to_vector() const {
   check_data("to_vector");
+  detail::capture_refuse("the function reads tensor values on the host (to_vector)");
   if constexpr (std::is_same_v<D, CUDA>) {
     return to_device<CPU>().to_vector();
   } else {

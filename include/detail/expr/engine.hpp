@@ -514,6 +514,8 @@ inline constexpr int64_t kEigenMinRow = 16;
 // Rows shorter than this, in blocks of more rows than that, are walked across (xyz = 3).
 inline constexpr int64_t kShortRow = 8;
 
+template <class R, class E> void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e);
+
 // Evaluates expression `e` into the (already shaped) destination `out`.
 template <class R, class D, class E>
 void eval_into(const Tensor<R, D>& out, const E& e) {
@@ -526,6 +528,17 @@ void eval_into(const Tensor<R, D>& out, const E& e) {
   } else {
     static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
     if (out.numel() == 0) return;
+    if (CaptureTrace* t = capturing())
+      t->record({out.impl().storage.get()}, [out, e] { eval_rows_cpu(out, e); });
+    else
+      eval_rows_cpu(out, e);
+  }
+}
+
+// The CPU evaluation proper: the expression's row kernel over the planned iteration space.
+template <class R, class E>
+void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e) {
+  {
     Operands ops;
     ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
     collect_leaves(e, ops);

@@ -70,6 +70,8 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "../capture.hpp"
+
 namespace reel {
 namespace detail {
 
@@ -322,6 +324,7 @@ class Generator {
   }
 
   Reservation reserve(uint64_t nwords) {
+    detail::capture_refuse("the function draws random numbers (a replay would repeat them)");
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t start = offset_.load();
     offset_.store(start + detail::philox_blocks_for_words(nwords));

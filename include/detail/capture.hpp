@@ -1,0 +1,98 @@
+#pragma once
+// Kernel capture for autograd::compile (autograd_compile.hpp).
+//
+// While a function is captured, every kernel that reel can replay runs through
+// CaptureTrace::record: it runs at once, as always, and is kept (owning the tensors it reads
+// and writes) so that a replay runs the same kernels on the same buffers with no planning,
+// allocation, recording or graph walk. Everything else that touches tensor memory is
+// watched, so a capture that replay would get wrong is refused instead (the compiled
+// function then runs eagerly): a storage allocated outside a kept kernel that is still alive
+// at the end but was written by none of them (an op compile cannot replay produced it), an
+// in-place write (version bump) that no kept kernel made, a read of values on the host
+// (item, to_vector: control flow would be frozen), random draws, and accumulation into
+// .grad. Only the outermost kernel is kept: kernels called inside it run as its parts.
+#include <algorithm>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace reel::detail {
+
+struct Storage;
+
+class CaptureTrace {
+ public:
+  // Runs `step` now and keeps it for replay; `writes`: the storages it writes.
+  template <class F>
+  void record(const std::vector<const Storage*>& writes, F&& step) {
+    ++depth_;
+    try {
+      step();
+    } catch (...) {
+      --depth_;
+      throw;
+    }
+    --depth_;
+    last_writes_.assign(writes.begin(), writes.end());
+    written_.insert(written_.end(), writes.begin(), writes.end());
+    steps_.emplace_back(std::forward<F>(step));
+  }
+  // A storage allocated by the captured function (outside a kept kernel).
+  void note_fresh(const std::shared_ptr<Storage>& s) {
+    std::erase(written_, s.get());  // a new storage at a freed one's address is not written yet
+    fresh_.emplace_back(s, s.get());
+  }
+  // An in-place write: it must be the last kept kernel's.
+  void note_bump(const Storage* s) {
+    if (std::find(last_writes_.begin(), last_writes_.end(), s) == last_writes_.end())
+      refuse("an in-place write by an op that compile cannot replay");
+  }
+  void refuse(const char* why) {
+    if (refusal_.empty()) refusal_ = why;
+  }
+  // After the captured function returned and dropped its temporaries: why this trace cannot
+  // be replayed ("" when it can).
+  std::string check() {
+    if (!refusal_.empty()) return refusal_;
+    for (auto& [w, p] : fresh_)
+      if (!w.expired() && std::find(written_.begin(), written_.end(), p) == written_.end())
+        return "a result of an op that compile cannot replay (its kernel is not captured)";
+    return {};
+  }
+  bool inside_step() const { return depth_ > 0; }
+  std::vector<std::function<void()>> take_steps() { return std::move(steps_); }
+
+ private:
+  std::vector<std::function<void()>> steps_;
+  std::vector<std::pair<std::weak_ptr<Storage>, const Storage*>> fresh_;
+  std::vector<const Storage*> written_, last_writes_;
+  std::string refusal_;
+  int depth_ = 0;
+};
+
+inline CaptureTrace*& capture_slot() {
+  thread_local CaptureTrace* t = nullptr;
+  return t;
+}
+// The capture this thread is recording at top level (not inside a kept kernel), or null.
+inline CaptureTrace* capturing() {
+  CaptureTrace* t = capture_slot();
+  return t && !t->inside_step() ? t : nullptr;
+}
+inline void capture_refuse(const char* why) {
+  if (CaptureTrace* t = capturing()) t->refuse(why);
+}
+
+// Runs `step` (which must own what it uses: tensors by value) now, and keeps it when a
+// capture is recording. `writes`: the storages it writes.
+template <class F>
+void kernel_step(std::initializer_list<const Storage*> writes, F&& step) {
+  if (CaptureTrace* t = capturing())
+    t->record(std::vector<const Storage*>(writes), std::forward<F>(step));
+  else
+    step();
+}
+
+}  // namespace reel::detail
