@@ -24,8 +24,9 @@
 // uncaptured kernel, an in-place write outside a captured kernel, or a trial replay that
 // does not reproduce the first result bit for bit).
 //
-// Calls are serialized (one replay at a time per compiled function); each signature keeps
-// its intermediate buffers alive until clear() (memory traded for speed, as CUDA graphs).
+// Calls are serialized (one replay at a time per compiled function). Each signature keeps
+// its intermediate buffers until clear(), in one block where buffers whose lifetimes do
+// not overlap share bytes (an eager run's peak, not the sum of its temporaries).
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -116,6 +117,7 @@ struct Entry {
   Flat outputs;
   std::vector<std::function<void()>> steps;
   std::string eager_reason;  // non-empty: run f eagerly
+  size_t shared_bytes = 0;   // the block the temporaries share
 };
 }  // namespace detail_compile
 
@@ -143,6 +145,11 @@ class Compiled {
   std::string eager_reason() const {
     std::lock_guard<std::recursive_mutex> lock(state_->mu);
     return state_->last ? state_->last->eager_reason : std::string();
+  }
+  // Bytes of the block the most recent signature's intermediate buffers share (0 if none).
+  size_t buffer_bytes() const {
+    std::lock_guard<std::recursive_mutex> lock(state_->mu);
+    return state_->last ? state_->last->shared_bytes : 0;
   }
   // Captures made, replays run.
   int64_t captures() const { return state_->captures; }
@@ -244,6 +251,9 @@ class Compiled {
       refuse(std::move(e), why);
       return result;
     }
+    std::vector<const reel::detail::Storage*> keep;
+    for (const auto& o : outs.impls) keep.push_back(o->storage.get());
+    e->shared_bytes = trace.share_buffers(keep);
     Flat first;
     Result<R>::flatten(result, first);
     // A trial replay on the same inputs must give the same bits: a kernel compile did not

@@ -46,7 +46,7 @@ Tensor<T, D> from_vector(const std::vector<T>& v, Shape shape) {
   auto t = empty<T, D>(std::move(shape));
   if constexpr (std::is_same_v<D, CPU>) {
     if (detail::CaptureTrace* c = detail::capturing())
-      c->record({t.impl().storage.get()}, [t, v] { std::copy(v.begin(), v.end(), t.mutable_data_ptr()); });
+      c->record({t.impl().storage.get()}, {}, [t, v] { std::copy(v.begin(), v.end(), t.mutable_data_ptr()); });
     else
       std::copy(v.begin(), v.end(), t.data_ptr());
   }

@@ -123,7 +123,8 @@ Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
       if constexpr (!std::is_same_v<C, T>) assign_expr(out, o);
     };
     if (CaptureTrace* t = capturing())
-      t->record({out.impl().storage.get()}, [=] { kernel(a0, b0, out); });
+      t->record({out.impl().storage.get()}, {a0.impl().storage.get(), b0.impl().storage.get()},
+                [=] { kernel(a0, b0, out); });
     else
       kernel(a0, b0, out);
   }

@@ -204,7 +204,7 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
       }
     };
     if (CaptureTrace* t = capturing())
-      t->record({out.impl().storage.get()}, [=] { run(x, p, out, f, fn, dims); });
+      t->record({out.impl().storage.get()}, {x.impl().storage.get()}, [=] { run(x, p, out, f, fn, dims); });
     else
       run(x, p, out, f, fn, dims);
   }

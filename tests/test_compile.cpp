@@ -139,6 +139,24 @@ TEST_CASE("compile: results are fresh tensors; arguments may be views or express
   check_close(r3[0], {8, 20, 36});
 }
 
+TEST_CASE("compile: temporaries whose lifetimes do not overlap share memory") {
+  const int64_t n = 1 << 17;  // 1 MiB of doubles per buffer
+  auto chain = ag::compile([](const Td& x) {
+    Td y = x;
+    for (int i = 0; i < 10; ++i) y = Td(exp(y) * 0.5);  // each value dies after the next one
+    return Td(y + x);
+  });
+  Generator gen(3);
+  Td x = rand<double>({n}, gen);
+  Td want = x;
+  for (int i = 0; i < 10; ++i) want = Td(exp(want) * 0.5);
+  want = Td(want + x);
+  for (int k = 0; k < 2; ++k) CHECK(same_values(chain(x), want));
+  CHECK(chain.replays() == 1);
+  CHECK(chain.buffer_bytes() >= size_t(2 * n * 8));
+  CHECK(chain.buffer_bytes() <= size_t(3 * n * 8));  // 10 separate buffers without sharing
+}
+
 TEST_CASE("compile: a tensor the function closes over is read at each call") {
   Td w = tensor<double>({1, 2});
   auto f = ag::compile([&](const Td& x) { return Td(x * w + exp(w)); });

@@ -24,9 +24,10 @@ struct Storage;
 
 class CaptureTrace {
  public:
-  // Runs `step` now and keeps it for replay; `writes`: the storages it writes.
+  // Runs `step` now and keeps it for replay; `writes` / `reads`: the storages it writes and
+  // reads (for share_buffers).
   template <class F>
-  void record(const std::vector<const Storage*>& writes, F&& step) {
+  void record(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads, F&& step) {
     ++depth_;
     try {
       step();
@@ -38,6 +39,8 @@ class CaptureTrace {
     last_writes_.assign(writes.begin(), writes.end());
     written_.insert(written_.end(), writes.begin(), writes.end());
     steps_.emplace_back(std::forward<F>(step));
+    reads.insert(reads.end(), writes.begin(), writes.end());
+    uses_.push_back(std::move(reads));
   }
   // A storage allocated by the captured function (outside a kept kernel).
   void note_fresh(const std::shared_ptr<Storage>& s) {
@@ -61,6 +64,15 @@ class CaptureTrace {
         return "a result of an op that compile cannot replay (its kernel is not captured)";
     return {};
   }
+  // After check(): lets the buffers of the function's temporaries share memory as an eager
+  // run's would (it frees each after its last use and allocates the next in its place),
+  // so a replay's working set is an eager run's, not the sum of every buffer. Each storage
+  // allocated by the function, used by the kept kernels and not in `keep` (the results) is
+  // given a place in one block for the kernels from its first use to its last; places
+  // whose kernels do not overlap overlap. Kernels read their buffers' addresses when they
+  // run, so moving a storage's bytes moves every kernel's view of it.
+  // Returns the block's bytes.
+  size_t share_buffers(const std::vector<const Storage*>& keep);
   bool inside_step() const { return depth_ > 0; }
   std::vector<std::function<void()>> take_steps() { return std::move(steps_); }
 
@@ -68,6 +80,7 @@ class CaptureTrace {
   std::vector<std::function<void()>> steps_;
   std::vector<std::pair<std::weak_ptr<Storage>, const Storage*>> fresh_;
   std::vector<const Storage*> written_, last_writes_;
+  std::vector<std::vector<const Storage*>> uses_;  // per kept kernel: the storages it reads or writes
   std::string refusal_;
   int depth_ = 0;
 };
@@ -90,7 +103,7 @@ inline void capture_refuse(const char* why) {
 template <class F>
 void kernel_step(std::initializer_list<const Storage*> writes, F&& step) {
   if (CaptureTrace* t = capturing())
-    t->record(std::vector<const Storage*>(writes), std::forward<F>(step));
+    t->record(std::vector<const Storage*>(writes), {}, std::forward<F>(step));
   else
     step();
 }

@@ -178,9 +178,11 @@ inline void capture_ir(CaptureTrace& t, const ir::Graph& g, const GradList& leav
   gc->leaf_node = g.leaf_node;
   std::vector<GradPtr> in(leaves.begin(), leaves.end()), out(outs.begin(), outs.end());
   std::vector<int> rs(roots.begin(), roots.end());
-  std::vector<const Storage*> writes;
+  std::vector<const Storage*> writes, reads;
   for (const auto& o : out) writes.push_back(o->storage.get());
-  t.record(writes, [gc, in, out, rs, live] {
+  for (const auto& i : in)
+    if (i) reads.push_back(i->storage.get());
+  t.record(writes, std::move(reads), [gc, in, out, rs, live] {
     ImplList lp(in.size());
     for (size_t k = 0; k < in.size(); ++k) lp.p[k] = in[k].get();
     TensorImpl* op[kMaxOperands];

@@ -516,6 +516,22 @@ inline constexpr int64_t kShortRow = 8;
 
 template <class R, class E> void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e);
 
+// The storages an expression reads (for a capture's buffer sharing).
+template <class E>
+std::vector<const Storage*> leaf_storages(const E& e) {
+  std::vector<const Storage*> r;
+  auto visit = [&](const auto& self, const auto& x) -> void {
+    using X = std::decay_t<decltype(x)>;
+    if constexpr (is_tensor_v<X>) {
+      r.push_back(x.impl().storage.get());
+    } else if constexpr (requires { x.args; }) {
+      std::apply([&](const auto&... a) { (self(self, a), ...); }, x.args);
+    }
+  };
+  visit(visit, e);
+  return r;
+}
+
 // Evaluates expression `e` into the (already shaped) destination `out`.
 template <class R, class D, class E>
 void eval_into(const Tensor<R, D>& out, const E& e) {
@@ -529,7 +545,7 @@ void eval_into(const Tensor<R, D>& out, const E& e) {
     static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
     if (out.numel() == 0) return;
     if (CaptureTrace* t = capturing())
-      t->record({out.impl().storage.get()}, [out, e] { eval_rows_cpu(out, e); });
+      t->record({out.impl().storage.get()}, leaf_storages(e), [out, e] { eval_rows_cpu(out, e); });
     else
       eval_rows_cpu(out, e);
   }
