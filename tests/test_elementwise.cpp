@@ -159,6 +159,22 @@ TEST_CASE("short inner dims, broadcasts and permuted outputs: every loop order g
       CHECK(worst <= 1e-15);
     }
   }
+  // blocks of short rows evaluated as one flat run: operands of mixed element sizes, and a
+  // transposed (strided) operand gathered into the run
+  for (int64_t c : {2, 3, 4}) {
+    auto I = arange<int32_t>(0, 10 * c).reshape({10, c});
+    Tensor<float> F = arange<float>(0, 10 * c).reshape({10, c}) * 0.25f;
+    auto D = arange<double>(0, 10 * c).reshape({10, c});
+    Tensor<double> m = (I.unsqueeze(1) + F.unsqueeze(0)) * D.unsqueeze(1);
+    CHECK(m.to_vector() == grid3(10, 10, c, [&](int64_t i, int64_t j, int64_t k) {
+            return double(float(i * c + k) + float(j * c + k) * 0.25f) * double(i * c + k);
+          }));
+    auto Q = arange<double>(0, c * 10).reshape({c, 10});  // Q.t(): [10, c] with strides (1, 10)
+    Tensor<double> t = D.unsqueeze(1) - Q.t().unsqueeze(0) * 2.0;
+    CHECK(t.to_vector() == grid3(10, 10, c, [&](int64_t i, int64_t j, int64_t k) {
+            return double(i * c + k) - double(k * 10 + j) * 2.0;
+          }));
+  }
   // a permuted, sliced input and a transposed output (written along its unit stride)
   auto x = arange<double>(4 * 6 * 5).reshape({4, 6, 5});
   auto xv = x.to_vector();

@@ -521,52 +521,6 @@ template <class T, class Dev> const TypeInfo& type_info() {
 // Evaluates `roots` of `g` into `outs` (already allocated with the broadcast shape of the
 // live leaves). One pass over the output in chunks: leaves are read in place (unit or zero
 // stride) or gathered, each live op runs its kernel on the chunk, roots are stored.
-// Short rows (xyz) gathered into a dense tile: the row length fixed, so the loop unrolls.
-template <class W, int N>
-void gather_short_rows(unsigned char* d, const unsigned char* s, int64_t si, int64_t sob, int64_t rows) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int i = 0; i < N; ++i)
-      std::memcpy(d + (r * N + i) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
-}
-template <class W>  // W: an element's bytes (memcpy of a constant size: one load, one store)
-void copy2d_as(unsigned char* d, int64_t di, int64_t dob, const unsigned char* s, int64_t si, int64_t sob, int64_t n,
-               int64_t rows) {
-  if (di == 1 && dob == n) {
-    switch (n) {
-      case 2: return gather_short_rows<W, 2>(d, s, si, sob, rows);
-      case 3: return gather_short_rows<W, 3>(d, s, si, sob, rows);
-      case 4: return gather_short_rows<W, 4>(d, s, si, sob, rows);
-      default: break;
-    }
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(d + (r * dob + i * di) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
-}
-struct Bytes16 {
-  unsigned char b[16];
-};
-// rows x n elements of `size` bytes, element (r, i) at r * outer + i * inner (in elements).
-inline void copy2d(void* dst, int64_t di, int64_t dob, const void* src, int64_t si, int64_t sob, int64_t n, int64_t rows,
-                   int size) {
-  auto* d = static_cast<unsigned char*>(dst);
-  auto* s = static_cast<const unsigned char*>(src);
-  if (di == 1 && si == 1 && (rows == 1 || (dob == n && sob == n))) {
-    std::memcpy(d, s, static_cast<size_t>(n * rows) * size);
-    return;
-  }
-  switch (size) {
-    case 1: return copy2d_as<uint8_t>(d, di, dob, s, si, sob, n, rows);
-    case 2: return copy2d_as<uint16_t>(d, di, dob, s, si, sob, n, rows);
-    case 4: return copy2d_as<uint32_t>(d, di, dob, s, si, sob, n, rows);
-    case 8: return copy2d_as<uint64_t>(d, di, dob, s, si, sob, n, rows);
-    case 16: return copy2d_as<Bytes16>(d, di, dob, s, si, sob, n, rows);
-    default:
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t i = 0; i < n; ++i) std::memcpy(d + (r * dob + i * di) * size, s + (r * sob + i * si) * size, size);
-  }
-}
-
 struct EvalState {
   const Graph* g;
   std::span<const int> order;    // live nodes, in order

@@ -13,6 +13,8 @@
 //      unit stride is evaluated as one Eigen array expression built from `Eigen::Map`s, so
 //      Eigen's SIMD kernels (incl. its vectorized exp/log/sin/...) run; other rows use the
 //      scalar form of each op.
+#include <array>
+#include <cstring>
 #include <tuple>
 #include <utility>
 
@@ -509,6 +511,82 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
   parallel_range(n, work);
 }
 
+// Short rows (xyz) gathered into a dense tile: the row length fixed, so the loop unrolls.
+template <class W, int N>
+void gather_short_rows(unsigned char* d, const unsigned char* s, int64_t si, int64_t sob, int64_t rows) {
+  if (sob == 0) {  // one row repeated (a broadcast): a pattern of 4 rows stored whole
+    constexpr size_t row = N * sizeof(W);
+    unsigned char pat[4 * row];
+    for (int r = 0; r < 4; ++r)
+      for (int i = 0; i < N; ++i) std::memcpy(pat + r * row + i * sizeof(W), s + i * si * sizeof(W), sizeof(W));
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) std::memcpy(d + r * row, pat, sizeof pat);
+    for (; r < rows; ++r) std::memcpy(d + r * row, pat, row);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int i = 0; i < N; ++i)
+      std::memcpy(d + (r * N + i) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
+}
+template <class W>  // W: an element's bytes (memcpy of a constant size: one load, one store)
+void copy2d_as(unsigned char* d, int64_t di, int64_t dob, const unsigned char* s, int64_t si, int64_t sob, int64_t n,
+               int64_t rows) {
+  if (di == 1 && dob == n) {
+    switch (n) {
+      case 2: return gather_short_rows<W, 2>(d, s, si, sob, rows);
+      case 3: return gather_short_rows<W, 3>(d, s, si, sob, rows);
+      case 4: return gather_short_rows<W, 4>(d, s, si, sob, rows);
+      default: break;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(d + (r * dob + i * di) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
+}
+struct Bytes16 {
+  unsigned char b[16];
+};
+// rows x n elements of `size` bytes, element (r, i) at r * outer + i * inner (in elements).
+inline void copy2d(void* dst, int64_t di, int64_t dob, const void* src, int64_t si, int64_t sob, int64_t n, int64_t rows,
+                   int size) {
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* s = static_cast<const unsigned char*>(src);
+  if (di == 1 && si == 1 && (rows == 1 || (dob == n && sob == n))) {
+    std::memcpy(d, s, static_cast<size_t>(n * rows) * size);
+    return;
+  }
+  switch (size) {
+    case 1: return copy2d_as<uint8_t>(d, di, dob, s, si, sob, n, rows);
+    case 2: return copy2d_as<uint16_t>(d, di, dob, s, si, sob, n, rows);
+    case 4: return copy2d_as<uint32_t>(d, di, dob, s, si, sob, n, rows);
+    case 8: return copy2d_as<uint64_t>(d, di, dob, s, si, sob, n, rows);
+    case 16: return copy2d_as<Bytes16>(d, di, dob, s, si, sob, n, rows);
+    default:
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < n; ++i) std::memcpy(d + (r * dob + i * di) * size, s + (r * sob + i * si) * size, size);
+  }
+}
+
+// Bytes of each tensor leaf's elements, operand order (index 0: the output's).
+template <class E> struct LeafBytes {
+  static constexpr void into(int*, int&) {}
+};
+template <class T, class D> struct LeafBytes<Tensor<T, D>> {
+  static constexpr void into(int* o, int& i) { o[i++] = static_cast<int>(sizeof(T)); }
+};
+template <class Op, class... A> struct LeafBytes<Expr<Op, A...>> {
+  static constexpr void into(int* o, int& i) { (LeafBytes<A>::into(o, i), ...); }
+};
+template <class E>
+constexpr std::array<int, leaf_count_v<E> + 1> leaf_bytes() {
+  std::array<int, leaf_count_v<E> + 1> a{};
+  int i = 1;
+  LeafBytes<E>::into(a.data(), i);
+  return a;
+}
+// Blocks of short rows up to this many elements are evaluated as one flat run.
+inline constexpr int64_t kFlatBlock = 512;
+
 // Rows shorter than this take the scalar loop (an Eigen map's setup costs more than it saves).
 inline constexpr int64_t kEigenMinRow = 16;
 // Rows shorter than this, in blocks of more rows than that, are walked across (xyz = 3).
@@ -568,7 +646,33 @@ void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e) {
       }
       const RowCtx rc{c.base, off, inner, c.outer};
       R* const o = static_cast<R*>(const_cast<void*>(c.base[0]));
-      if (cnt < kShortRow && rows > cnt) {  // short rows: the loop runs across them
+      if (cnt < kShortRow && rows > cnt) {
+        if constexpr (eigen_able<E>::value) {
+          // The block is one dense run of the output (a [n, m, 3] result): operands that
+          // are not (broadcast rows, strided views) are gathered into dense runs first, and
+          // the whole block is one vectorized Eigen loop.
+          if (inner[0] == 1 && c.outer[0] == cnt && rows * cnt <= kFlatBlock) {
+            const int64_t m = rows * cnt;
+            static constexpr auto bytes = leaf_bytes<E>();
+            alignas(64) thread_local unsigned char scratch[kFlatBlock * 16 * (N > 1 ? N - 1 : 1)];
+            const void* base[N];
+            int64_t zoff[N], one[N];
+            for (int k = 0; k < N; ++k) {
+              one[k] = 1;
+              const bool dense = inner[k] == 1 && c.outer[k] == cnt;
+              base[k] = dense ? c.base[k] : scratch + (k - 1) * kFlatBlock * 16;
+              zoff[k] = dense ? off[k] : 0;
+              if (!dense)
+                copy2d(scratch + (k - 1) * kFlatBlock * 16, 1, cnt,
+                       static_cast<const unsigned char*>(c.base[k]) + off[k] * bytes[k], inner[k], c.outer[k], cnt,
+                       rows, bytes[k]);
+            }
+            const RowCtx fc{base, zoff, one, one};
+            Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>>(o + off[0], m) = cast_eigen<R>(eval_eigen<1>(ex, fc, m));
+            return;
+          }
+        }
+        // short rows: the loop runs across them
         int64_t outer[N];
         for (int k = 0; k < N; ++k) outer[k] = c.outer[k];
         const RowCtx cc{c.base, off, outer, inner};
