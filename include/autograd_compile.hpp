@@ -115,7 +115,7 @@ struct Entry {
   bool grad_mode = false;
   std::vector<ImplPtr> inputs;
   Flat outputs;
-  std::vector<std::function<void()>> steps;
+  std::vector<reel::detail::CaptureStep> steps;
   std::string eager_reason;  // non-empty: run f eagerly
   size_t shared_bytes = 0;   // the block the temporaries share
 };

@@ -12,7 +12,7 @@
 // (item, to_vector: control flow would be frozen), random draws, and accumulation into
 // .grad. Only the outermost kernel is kept: kernels called inside it run as its parts.
 #include <algorithm>
-#include <functional>
+#include <utility>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -22,15 +22,45 @@ namespace reel::detail {
 
 struct Storage;
 
+// A kept kernel: the callable on the heap and two plain functions (an expression type
+// instantiates these two, far cheaper to compile than a std::function of its own).
+class CaptureStep {
+ public:
+  template <class F>
+  explicit CaptureStep(F&& f)
+      : obj_(new std::decay_t<F>(std::forward<F>(f))), run_(&call<std::decay_t<F>>), del_(&destroy<std::decay_t<F>>) {}
+  CaptureStep(CaptureStep&& o) noexcept : obj_(std::exchange(o.obj_, nullptr)), run_(o.run_), del_(o.del_) {}
+  CaptureStep& operator=(CaptureStep&& o) noexcept {
+    std::swap(obj_, o.obj_);
+    std::swap(run_, o.run_);
+    std::swap(del_, o.del_);
+    return *this;
+  }
+  ~CaptureStep() {
+    if (obj_) del_(obj_);
+  }
+  void operator()() const { run_(obj_); }
+
+ private:
+  template <class F> static void call(void* f) { (*static_cast<F*>(f))(); }
+  template <class F> static void destroy(void* f) { delete static_cast<F*>(f); }
+  void* obj_;
+  void (*run_)(void*);
+  void (*del_)(void*);
+};
+
 class CaptureTrace {
  public:
   // Runs `step` now and keeps it for replay; `writes` / `reads`: the storages it writes and
   // reads (for share_buffers).
   template <class F>
   void record(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads, F&& step) {
+    keep(writes, std::move(reads), CaptureStep(std::forward<F>(step)));
+  }
+  void keep(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads, CaptureStep kept) {
     ++depth_;
     try {
-      step();
+      kept();
     } catch (...) {
       --depth_;
       throw;
@@ -38,7 +68,7 @@ class CaptureTrace {
     --depth_;
     last_writes_.assign(writes.begin(), writes.end());
     written_.insert(written_.end(), writes.begin(), writes.end());
-    steps_.emplace_back(std::forward<F>(step));
+    steps_.push_back(std::move(kept));
     reads.insert(reads.end(), writes.begin(), writes.end());
     uses_.push_back(std::move(reads));
   }
@@ -74,10 +104,10 @@ class CaptureTrace {
   // Returns the block's bytes.
   size_t share_buffers(const std::vector<const Storage*>& keep);
   bool inside_step() const { return depth_ > 0; }
-  std::vector<std::function<void()>> take_steps() { return std::move(steps_); }
+  std::vector<CaptureStep> take_steps() { return std::move(steps_); }
 
  private:
-  std::vector<std::function<void()>> steps_;
+  std::vector<CaptureStep> steps_;
   std::vector<std::pair<std::weak_ptr<Storage>, const Storage*>> fresh_;
   std::vector<const Storage*> written_, last_writes_;
   std::vector<std::vector<const Storage*>> uses_;  // per kept kernel: the storages it reads or writes
