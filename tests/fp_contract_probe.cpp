@@ -3,6 +3,8 @@
 // here, and that reel's explicitly rounded product and sum (detail/hd.hpp) are not.
 #include <detail/hd.hpp>
 
+#include "fp_contract_probe.hpp"
+
 float probe_plain_mad(float a, float b, float c) { return a * b + c; }
 float probe_rn_mad(float a, float b, float c) { return reel::detail::add_rn(reel::detail::mul_rn(a, b), c); }
 double probe_rn_mad(double a, double b, double c) { return reel::detail::add_rn(reel::detail::mul_rn(a, b), c); }

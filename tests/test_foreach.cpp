@@ -5,29 +5,15 @@
 
 #include <atomic>
 #include <cmath>
-#include <new>
 #include <optim.hpp>
 #include <reel.hpp>
+
+#include "alloc_count.hpp"
 
 using namespace reel;
 using Tf = Tensor<float>;
 using Td = Tensor<double>;
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-// Counts heap allocations made by this thread while `counting` is set.
-namespace {
-thread_local bool counting = false;
-thread_local int64_t allocations = 0;
-}  // namespace
-void* operator new(size_t n) {
-  if (counting) ++allocations;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace {
 std::vector<Td> random_list(Generator& g, std::vector<Shape> shapes, double lo = -2, double hi = 2) {
@@ -211,8 +197,8 @@ TEST_CASE("foreach: the fast path does not allocate") {
   }
   std::vector<double> per(1000, 0.5);
   foreach::add_(a, b, 0.5);  // warm up (thread pool)
-  counting = true;
-  allocations = 0;
+  reel_test::alloc_counting = true;
+  reel_test::alloc_count = 0;
   foreach::add_(a, b, 0.5);
   foreach::add_(a, 1.0);
   foreach::mul_(a, per);
@@ -220,8 +206,8 @@ TEST_CASE("foreach: the fast path does not allocate") {
   foreach::lerp_(a, b, 0.1);
   foreach::sqrt_(a);
   foreach::zero_(a);
-  counting = false;
-  CHECK(allocations == 0);
+  reel_test::alloc_counting = false;
+  CHECK(reel_test::alloc_count == 0);
   CHECK(a[999].to_vector()[0] == 0.f);
 }
 

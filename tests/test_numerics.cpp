@@ -6,6 +6,8 @@
 #include <bit>
 #include <reel.hpp>
 
+#include "fp_contract_probe.hpp"
+
 using namespace reel;
 
 namespace {
@@ -109,11 +111,6 @@ TEST_CASE("linspace: float and double, edge cases") {
   CHECK(detail::linspace_value<double>(0.0, 1.0, n, int64_t(1) << 32) == 0.5);
   CHECK(detail::linspace_value<double>(0.0, 1.0, n, (int64_t(1) << 32) + (int64_t(1) << 31)) == 0.75);
 }
-
-// tests/fp_contract_probe.cpp, compiled where g++ fuses a * b + c
-float probe_plain_mad(float a, float b, float c);
-float probe_rn_mad(float a, float b, float c);
-double probe_rn_mad(double a, double b, double c);
 
 TEST_CASE("mul_rn / add_rn round twice even where the compiler contracts a * b + c into an FMA") {
 #if defined(__x86_64__)
