@@ -172,3 +172,7 @@ TEST_CASE("check_ad reports a wrong derivative") {
   };
   CHECK_THROWS_WITH_AS(check_ad(wrong, V{a23()}), doctest::Contains("reverse mode"), error);
 }
+
+// Bundled with other suites (tests/CMakeLists.txt): the macros end with the file.
+#undef AD1
+#undef AD2

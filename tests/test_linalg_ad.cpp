@@ -226,3 +226,9 @@ TEST_CASE("gradcheck and gradgradcheck for every op, real and complex, on random
     CHECK(gradgradcheck(complex_ops[i].first, in));
   }
 }
+
+// Bundled with other suites (tests/CMakeLists.txt): the macros end with the file.
+#undef AD1
+#undef AD2
+#undef ADC1
+#undef ADC2

@@ -11,6 +11,10 @@
 #                                        the carried binaries start and their tests report
 #                                        "no CUDA device", the shared libraries resolve, and the
 #                                        fallback build configures against the carried headers
+#   tests/cuda/run_on_gpu.sh --ci        here, in CI: every CUDA target compiled and linked as
+#                                        above but with the host code at -O0 (a third less compile
+#                                        time; device code as the GPU run has it), in build/cuda-ci;
+#                                        the binaries start and the tests report no device
 #   tests/cuda/run_on_gpu.sh             there (with gpu-carry/ carried): run the carried
 #                                        binaries; if they cannot start on that machine's
 #                                        system, rebuild from source with the carried headers
@@ -63,20 +67,41 @@ prepare() {
   echo 'next, on the GPU: run(command="bash tests/cuda/run_on_gpu.sh", carry=["gpu-carry"], timeout_s=540)'
 }
 
-# Whether every carried binary starts here (its shared libraries resolve).
+# Whether every binary in a folder (default: the carried ones) starts here (its shared
+# libraries resolve).
 binaries_start() {
-  local ok=0
+  local dir=${1:-$CARRY/bin} ok=0
   for b in "${BINARIES[@]}"; do
-    if [ ! -x "$CARRY/bin/$b" ]; then
-      echo "missing: gpu-carry/bin/$b"
+    if [ ! -x "$dir/$b" ]; then
+      echo "missing: $dir/$b"
       ok=1
-    elif ldd "$CARRY/bin/$b" 2>&1 | grep -q "not found"; then
+    elif ldd "$dir/$b" 2>&1 | grep -q "not found"; then
       echo "$b: unresolved libraries:"
-      ldd "$CARRY/bin/$b" | grep "not found"
+      ldd "$dir/$b" | grep "not found"
       ok=1
     fi
   done
   return $ok
+}
+
+# The test binary in a folder starts, and without a GPU every case says so instead of failing.
+# (Its summary is not echoed: every case returned early, which is no test result.)
+tests_report_no_device() {
+  local out cases
+  out=$("$1/reel_cuda_tests" 2>&1)
+  cases=$(echo "$out" | grep -c "no CUDA device: skipped")
+  echo "the test binary starts; $cases test cases reported no CUDA device"
+  [ "$cases" -gt 0 ] || { echo "the tests did not report a missing GPU"; return 1; }
+  echo "$out" | grep -qE "test cases: *[0-9]+ \| *[0-9]+ passed \| *0 failed" || { echo "$out" | tail -20; return 1; }
+}
+
+# CI: compile and link every CUDA target, host code at -O0.
+ci_build() {
+  local start=$SECONDS dir=$ROOT/build/cuda-ci
+  configure "$dir" -DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" || return 1
+  cmake --build "$dir" -j"$(nproc)" || return 1
+  echo "ci: every CUDA target built in $((SECONDS - start)) s (host code at -O0)"
+  binaries_start "$dir" && tests_report_no_device "$dir"
 }
 
 dry_run() {
@@ -86,14 +111,8 @@ dry_run() {
   echo "dry run: gpu-carry/ ${mb} MiB (at most $MAX_CARRY_MB)"
   [ "$mb" -le "$MAX_CARRY_MB" ] || status=1
   binaries_start || status=1
-  # The test binary starts, and without a GPU every case says so instead of failing.
-  # (Its summary is not echoed: every case returned early, which is no test result.)
-  local out cases
-  out=$("$CARRY/bin/reel_cuda_tests" 2>&1)
-  cases=$(echo "$out" | grep -c "no CUDA device: skipped")
-  echo "dry run: the test binary starts; $cases test cases reported no CUDA device"
-  [ "$cases" -gt 0 ] || { echo "dry run: the tests did not report a missing GPU"; status=1; }
-  echo "$out" | grep -qE "test cases: *[0-9]+ \| *[0-9]+ passed \| *0 failed" || { echo "$out" | tail -20; status=1; }
+  echo -n "dry run: "
+  tests_report_no_device "$CARRY/bin" || status=1
   # The fallback build configures against the carried headers alone.
   configure "$ROOT/build/cuda-dry-run" -DREEL_CARRIED_HEADERS="$CARRY/include" \
     >"$ROOT/build/cuda-dry-run.log" 2>&1 || { tail -20 "$ROOT/build/cuda-dry-run.log"; status=1; }
@@ -139,6 +158,7 @@ on_gpu() {
 case "${1:-}" in
   --prepare) prepare ;;
   --dry-run) dry_run ;;
+  --ci) ci_build ;;
   "") on_gpu ;;
-  *) echo "usage: $0 [--prepare | --dry-run]"; exit 2 ;;
+  *) echo "usage: $0 [--prepare | --dry-run | --ci]"; exit 2 ;;
 esac
