@@ -14,7 +14,6 @@ using namespace reel;
 using Tf = Tensor<float>;
 using Td = Tensor<double>;
 
-
 namespace {
 std::vector<Td> random_list(Generator& g, std::vector<Shape> shapes, double lo = -2, double hi = 2) {
   std::vector<Td> out;
