@@ -12,7 +12,7 @@
 #                                        "no CUDA device", the shared libraries resolve, and the
 #                                        fallback build configures against the carried headers
 #   tests/cuda/run_on_gpu.sh --ci        here, in CI: every CUDA target compiled and linked as
-#                                        above but with the host code at -O0 (a third less compile
+#                                        above but with the host code at -O0 (a quarter less compile
 #                                        time; device code as the GPU run has it), in build/cuda-ci;
 #                                        the binaries start and the tests report no device
 #   tests/cuda/run_on_gpu.sh             there (with gpu-carry/ carried): run the carried
