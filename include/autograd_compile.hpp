@@ -8,7 +8,9 @@
 // signature copy the arguments into the captured input buffers and run the recorded kernels
 // on the captured buffers: no graph is recorded or walked, no plan is looked up, nothing is
 // allocated but the returned tensors. This is what jax.jit's trace-and-replay and CUDA
-// graphs do, without fusing kernels (each op's kernel runs as in eager mode).
+// graphs do, without fusing kernels (each op's kernel runs as in eager mode). Kernels that
+// depend on no argument and no tensor from outside f (eye(n), masks, arange) are folded:
+// computed once at the capture, their buffers kept, skipped by replays.
 //
 // What f may do: take tensors (CPU), return a Tensor, a std::vector of tensors, or a
 // std::pair / std::tuple of those, and compute with any reel op; gradients are taken inside
@@ -251,21 +253,25 @@ class Compiled {
       refuse(std::move(e), why);
       return result;
     }
-    std::vector<const reel::detail::Storage*> keep;
+    std::vector<const reel::detail::Storage*> keep = trace.fold_constants();
     for (const auto& o : outs.impls) keep.push_back(o->storage.get());
     e->shared_bytes = trace.share_buffers(keep);
     Flat first;
     Result<R>::flatten(result, first);
     // A trial replay on the same inputs must give the same bits: a kernel compile did not
-    // capture (a write through a raw pointer) would show here.
-    e->steps = trace.take_steps();
-    for (auto& step : e->steps) step();
+    // capture (a write through a raw pointer) would show here. It runs the folded kernels
+    // too, so a raw write into a folded buffer shows as well.
+    std::vector<reel::detail::CaptureStep> steps = trace.take_steps();
+    for (auto& step : steps) step();
     for (size_t i = 0; i < outs.impls.size(); ++i)
       if (!outs.same[i](outs.impls[i], first.impls[i])) {
         refuse(std::move(e), "a replay did not reproduce the first result (an op wrote memory outside the kernels "
                              "compile captures)");
         return result;
       }
+    const std::vector<char>& folded = trace.folded();
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (!folded[i]) e->steps.push_back(std::move(steps[i]));
     e->outputs = std::move(outs);
     s.last = e.get();
     s.entries.push_back(std::move(e));

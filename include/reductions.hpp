@@ -67,6 +67,16 @@ void sum_rows_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
   }
 }
 
+// o[r] = the sum (or mean) of the W consecutive elements of row r, accumulated in Acc.
+template <int W, class Acc, class T>
+void sum_runs_fixed(T* __restrict o, const T* __restrict in, int64_t rows, bool mean) {
+  for (int64_t r = 0; r < rows; ++r) {
+    Acc a{};  // from +0, as PyTorch (a sum of -0.0 is +0.0)
+    for (int j = 0; j < W; ++j) a += static_cast<Acc>(in[r * W + j]);
+    o[r] = static_cast<T>(mean ? a / static_cast<real_t<Acc>>(W) : a);
+  }
+}
+
 // o[j] += column j of `rows` rows of W consecutive elements (a kept xyz dim, the rows
 // reduced): two interleaved accumulators per column, so the adds do not wait on each other.
 template <int W, class Acc, class T>
@@ -93,6 +103,15 @@ void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
   using Acc = std::conditional_t<std::is_same_v<T, float>, double,
               std::conditional_t<std::is_same_v<T, std::complex<float>>, std::complex<double>, T>>;
   const int64_t nout = p.outer;
+  if (p.inner >= 2 && p.inner <= 4 && x.is_contiguous() && std::is_sorted(p.perm.begin(), p.perm.end())) {
+    // contiguous, reduced over short trailing dims ([n, m, 3] over the 3): each output is
+    // one run of p.inner elements, written once (no zero fill, no accumulation pass)
+    switch (p.inner) {
+      case 2: return sum_runs_fixed<2, Acc>(dst, x.data_ptr(), nout, mean);
+      case 3: return sum_runs_fixed<3, Acc>(dst, x.data_ptr(), nout, mean);
+      default: return sum_runs_fixed<4, Acc>(dst, x.data_ptr(), nout, mean);
+    }
+  }
   thread_local std::vector<Acc> buf;
   Acc* acc;
   if constexpr (std::is_same_v<Acc, T>) {
@@ -152,7 +171,8 @@ void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
     }
   });
   const real_t<Acc> n = static_cast<real_t<Acc>>(p.inner);
-  for (int64_t i = 0; i < nout; ++i) dst[i] = static_cast<T>(mean ? acc[i] / n : acc[i]);
+  if (mean || !std::is_same_v<Acc, T>)  // (a plain sum accumulated in T is already in dst)
+    for (int64_t i = 0; i < nout; ++i) dst[i] = static_cast<T>(mean ? acc[i] / n : acc[i]);
 }
 
 // Applies `f(const T* run, int64_t len) -> R` to every reduced run of x.

@@ -157,6 +157,56 @@ TEST_CASE("compile: temporaries whose lifetimes do not overlap share memory") {
   CHECK(chain.buffer_bytes() <= size_t(3 * n * 8));  // 10 separate buffers without sharing
 }
 
+TEST_CASE("compile: kernels that depend on no argument are folded (computed once, skipped by replays)") {
+  // eye, 1 - eye and the arange-based weights depend on nothing the caller can change: one
+  // kernel is left to replay, and it reads the folded buffers' values from the capture
+  auto masked = ag::compile([](const Td& x) {
+    const int64_t n = x.size(0);
+    return Td(x * ((1.0 - eye<double>(n)) * arange<double>(n)));
+  });
+  auto eager = [](const Td& x) {
+    const int64_t n = x.size(0);
+    std::vector<double> v = x.to_vector();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) v[i * n + j] *= i == j ? 0.0 : double(j);
+    return v;
+  };
+  Generator gen(4);
+  for (int k = 0; k < 3; ++k) {
+    Td x = randn<double>({5, 5}, gen);
+    CHECK(masked(x).to_vector() == eager(x));
+  }
+  CHECK(masked.replays() == 2);
+  CHECK(masked.kernels() == 1);
+  // not folded: a buffer a replayed kernel writes too (m *= x), and one a replayed kernel
+  // reads before its last write (y reads m = 0, then m is filled with 2)
+  auto rewritten = ag::compile([](const Td& x) {
+    Td m = eye<double>(x.size(0));
+    Td y = x * m;
+    m.mul_(x);
+    return Td(y + m);
+  });
+  auto refilled = ag::compile([](const Td& x) {
+    Td m = zeros<double>({x.size(0)});
+    Td y = x + m;
+    m.fill_(2.0);
+    return Td(y * m);
+  });
+  for (int k = 0; k < 3; ++k) {
+    Td x = randn<double>({4, 4}, gen), v = randn<double>({4}, gen);
+    std::vector<double> want = x.to_vector();
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 4; ++j) want[i * 4 + j] = i == j ? 2 * want[i * 4 + j] : 0.0;
+    CHECK(rewritten(x).to_vector() == want);
+    std::vector<double> wv = v.to_vector();
+    for (double& q : wv) q *= 2.0;
+    CHECK(refilled(v).to_vector() == wv);
+  }
+  CHECK(rewritten.replays() == 2);
+  CHECK(refilled.replays() == 2);
+  CHECK(refilled.kernels() == 4);  // zeros, x + m, fill, y * m: all replayed
+}
+
 TEST_CASE("compile: a tensor the function closes over is read at each call") {
   Td w = tensor<double>({1, 2});
   auto f = ag::compile([&](const Td& x) { return Td(x * w + exp(w)); });

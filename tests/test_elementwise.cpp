@@ -175,6 +175,24 @@ TEST_CASE("short inner dims, broadcasts and permuted outputs: every loop order g
             return double(i * c + k) - double(k * 10 + j) * 2.0;
           }));
   }
+  // whole slabs of blocks in one kernel call ([a, b, 6, c]: blocks of 6 short rows, planes
+  // along b): a permuted operand gathered anew for every plane, a broadcast one gathered once
+  // and reused; small, and large enough to be split between threads in mid-slab
+  for (int64_t a : {2, 64})
+    for (int64_t c : {2, 3, 4}) {
+      const int64_t b = a == 2 ? 5 : 32;
+      auto Y = arange<double>(a * 6 * b * c).reshape({a, 6, b, c});  // permuted to [a, b, 6, c]
+      auto Z = arange<double>(a * c).reshape({a, 1, 1, c}) * 0.5 + 7.0;
+      Tensor<double> w = Y.permute({0, 2, 1, 3}) * 3.0 - Z;
+      auto wv = w.to_vector();
+      bool ok = w.sizes() == Shape{a, b, 6, c};
+      for (int64_t i = 0, q = 0; i < a; ++i)
+        for (int64_t j = 0; j < b; ++j)
+          for (int64_t r = 0; r < 6; ++r)
+            for (int64_t k = 0; k < c; ++k, ++q)
+              ok = ok && wv[q] == double(((i * 6 + r) * b + j) * c + k) * 3.0 - (double(i * c + k) * 0.5 + 7.0);
+      CHECK(ok);
+    }
   // a permuted, sliced input and a transposed output (written along its unit stride)
   auto x = arange<double>(4 * 6 * 5).reshape({4, 6, 5});
   auto xv = x.to_vector();

@@ -183,6 +183,34 @@ TEST_CASE_TEMPLATE("sum and mean over any dims of small strided tensors (read in
   }
 }
 
+TEST_CASE("sum and mean over a short trailing dim of a contiguous tensor (each output written once)") {
+  for (int64_t w : {2, 3, 4}) {
+    INFO("w ", w);
+    Tensor<double> x = arange<double>(2 * 7 * w).reshape({2, 7, w}) * 0.75 - 9.0;
+    auto xv = x.to_vector();
+    auto s = sum(x, Shape{2}).to_vector(), m = mean(x, Shape{-1}).to_vector();
+    auto sf = sum(x.to<float>(), Shape{2}).to_vector();
+    REQUIRE(s.size() == 14);
+    for (size_t r = 0; r < 14; ++r) {
+      double want = 0;
+      for (int64_t j = 0; j < w; ++j) want += xv[r * w + j];
+      CHECK(s[r] == want);
+      CHECK(m[r] == doctest::Approx(want / double(w)).epsilon(1e-15));
+      CHECK(sf[r] == float(want));
+    }
+    // float accumulates in double: 1e8 + 1 - 1e8 is 1 (float accumulation would give 0)
+    std::vector<float> v(static_cast<size_t>(w), 0.0f);
+    v[0] = 1e8f;
+    v[1] = 1.0f;
+    if (w > 2) v[2] = -1e8f; else v[0] = 0.0f;
+    v.insert(v.end(), v.begin(), v.end());  // two rows (one row takes the full-sum path)
+    CHECK(sum(from_vector<float>(v, {2, w}), Shape{1}).to_vector() == std::vector<float>{1.0f, 1.0f});
+    // a sum of negative zeros is +0, as in PyTorch
+    auto z = sum(full<double>({3, w}, -0.0), Shape{1}).to_vector();
+    for (double q : z) CHECK(!std::signbit(q));
+  }
+}
+
 TEST_CASE("large float sums with a kept dim 0 (threads split dim 0) accumulate in double") {
   const int64_t n = int64_t(1) << 21;
   auto x = full<float>({2, n}, 0.1f);

@@ -69,6 +69,8 @@ class CaptureTrace {
     last_writes_.assign(writes.begin(), writes.end());
     written_.insert(written_.end(), writes.begin(), writes.end());
     steps_.push_back(std::move(kept));
+    reads_.push_back(reads);
+    writes_.push_back(writes);
     reads.insert(reads.end(), writes.begin(), writes.end());
     uses_.push_back(std::move(reads));
   }
@@ -103,6 +105,15 @@ class CaptureTrace {
   // run, so moving a storage's bytes moves every kernel's view of it.
   // Returns the block's bytes.
   size_t share_buffers(const std::vector<const Storage*>& keep);
+  // After check(): constant folding. A kept kernel that depends on nothing a caller can
+  // change (eye(n), a mask, 1 - eye(n): it reads only buffers the function allocated that
+  // only such kernels write) computes the same bytes at every replay, so replays skip it and
+  // its buffers keep the values of the capture. A buffer stays constant only if no other
+  // kernel writes it and none reads it before its last write. Returns the constant buffers
+  // (to keep out of share_buffers, which would reuse their bytes); folded() marks their
+  // kernels.
+  std::vector<const Storage*> fold_constants();
+  const std::vector<char>& folded() const { return folded_; }
   bool inside_step() const { return depth_ > 0; }
   std::vector<CaptureStep> take_steps() { return std::move(steps_); }
 
@@ -111,9 +122,66 @@ class CaptureTrace {
   std::vector<std::pair<std::weak_ptr<Storage>, const Storage*>> fresh_;
   std::vector<const Storage*> written_, last_writes_;
   std::vector<std::vector<const Storage*>> uses_;  // per kept kernel: the storages it reads or writes
+  std::vector<std::vector<const Storage*>> reads_, writes_;  // per kept kernel: what it reads, what it writes
+  std::vector<char> folded_;                                // per kept kernel: constant (fold_constants)
   std::string refusal_;
   int depth_ = 0;
 };
+
+inline std::vector<const Storage*> CaptureTrace::fold_constants() {
+  const size_t n = steps_.size();
+  std::vector<const Storage*> fresh;
+  for (auto& [w, p] : fresh_)
+    if (!w.expired()) fresh.push_back(p);
+  // each storage's writers and readers, by step index
+  std::vector<std::pair<const Storage*, size_t>> wr, rd;
+  for (size_t i = 0; i < n; ++i) {
+    for (const Storage* p : writes_[i]) wr.emplace_back(p, i);
+    for (const Storage* p : reads_[i]) rd.emplace_back(p, i);
+  }
+  std::sort(fresh.begin(), fresh.end());
+  std::sort(wr.begin(), wr.end());
+  std::sort(rd.begin(), rd.end());
+  auto range = [](const auto& v, const Storage* p) {
+    return std::equal_range(v.begin(), v.end(), std::pair<const Storage*, size_t>(p, 0),
+                            [](const auto& a, const auto& b) { return a.first < b.first; });
+  };
+  std::vector<char> c(n, 1);  // the largest set of constant kernels: start from all, drop
+  auto constant = [&](const Storage* p) {
+    if (!std::binary_search(fresh.begin(), fresh.end(), p)) return false;  // an argument, a weight
+    auto [wb, we] = range(wr, p);
+    if (wb == we) return false;
+    size_t last = 0;
+    for (auto it = wb; it != we; ++it) {
+      if (!c[it->second]) return false;
+      last = std::max(last, it->second);
+    }
+    auto [rb, re] = range(rd, p);
+    for (auto it = rb; it != re; ++it)
+      if (!c[it->second] && it->second < last) return false;  // a replayed kernel reads it before its value is final
+    return true;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (!c[i]) continue;
+      bool ok = true;
+      for (const Storage* p : reads_[i]) ok = ok && constant(p);
+      for (const Storage* p : writes_[i]) ok = ok && constant(p);
+      if (!ok) {
+        c[i] = 0;
+        changed = true;
+      }
+    }
+  }
+  std::vector<const Storage*> out;
+  for (size_t i = 0; i < n; ++i)
+    if (c[i])
+      for (const Storage* p : writes_[i])
+        if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  folded_ = std::move(c);
+  return out;
+}
 
 inline CaptureTrace*& capture_slot() {
   thread_local CaptureTrace* t = nullptr;

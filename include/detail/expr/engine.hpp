@@ -15,6 +15,7 @@
 //      scalar form of each op.
 #include <array>
 #include <cstring>
+#include <numeric>
 #include <tuple>
 #include <utility>
 
@@ -196,6 +197,10 @@ struct RowCtx {
   const int64_t* off;
   const int64_t* inner;
   const int64_t* outer;
+  // Row kernels that accept planes (run_rows' `planes_ok`): `planes` blocks of rows, block p
+  // of operand k starting at off[k] + p * outer2[k] (a whole [n, m, 3] slab in one call).
+  const int64_t* outer2 = nullptr;
+  int64_t planes = 1;
 };
 
 inline constexpr int kMaxOperands = 32;
@@ -454,16 +459,18 @@ inline void plan_iteration(const Operands& ops, IterPlan& p) {
 // Calls row(ctx, cnt, rows, unit) for every block of rows of the broadcast iteration
 // space of `ops` (operand 0 is the output, whose sizes define the space): `rows` rows of
 // `cnt` elements, row r of operand k starting at off[k] + r * outer[k]. `unit`: every
-// operand has unit stride along the rows.
+// operand has unit stride along the rows. With `planes_ok`, whole blocks that follow one
+// another along the next dim are handed over in one call (ctx.planes, ctx.outer2), so a
+// kernel's per-call setup is paid once per slab, not once per block of short rows.
 using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
-inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
+inline void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok = false) {
   int64_t n = numel_of(*ops.sizes[0]);
   if (n == 0) return;
   if (n == 1) {  // one element (scalars, losses, scalar graphs): nothing to plan
     REEL_CHECK(int64_t(ops.sizes[0]->size()) <= kMaxDims, not_implemented_error, "elementwise ops support up to ",
                kMaxDims, " dimensions, got ", ops.sizes[0]->size());
     int64_t off[kMaxOperands] = {}, inner[kMaxOperands] = {};
-    row_fn(self, RowCtx{ops.base, off, inner, inner}, 1, 1, true);
+    row_fn(self, RowCtx{ops.base, off, inner, inner, inner, 1}, 1, 1, true);
     return;
   }
   IterPlan plan;
@@ -474,13 +481,15 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
   const int64_t* st = plan.st;
   const int64_t len = sizes[nd - 1];
   const int64_t nrow = nd >= 2 ? sizes[nd - 2] : 1;  // rows along the block dimension
-  int64_t inner[kMaxOperands], outer[kMaxOperands];
+  int64_t inner[kMaxOperands], outer[kMaxOperands], outer2[kMaxOperands];
   bool unit = true;
   for (int k = 0; k < nops; ++k) {
     inner[k] = st[k * kMaxDims + nd - 1];
     outer[k] = nd >= 2 ? st[k * kMaxDims + nd - 2] : 0;
+    outer2[k] = nd >= 3 ? st[k * kMaxDims + nd - 3] : 0;
     unit = unit && inner[k] == 1;
   }
+  planes_ok = planes_ok && nd >= 3;
   auto work = [&](int64_t begin, int64_t end) {
     int64_t idx[kMaxDims] = {};  // coordinates of the current row (dims 0 .. nd-2)
     int64_t off[kMaxOperands];
@@ -489,19 +498,23 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
       idx[d] = q % sizes[d];
       q /= sizes[d];
     }
-    RowCtx c{ops.base, off, inner, outer};
+    RowCtx c{ops.base, off, inner, outer, outer2, 1};
     for (int64_t pos = begin; pos < end;) {
       for (int k = 0; k < nops; ++k) {
         int64_t o = col * inner[k];
         for (int64_t d = 0; d < nd - 1; ++d) o += idx[d] * st[k * kMaxDims + d];
         off[k] = o;
       }
-      int64_t cnt = std::min(len - col, end - pos), rows = 1;
+      int64_t cnt = std::min(len - col, end - pos), rows = 1, planes = 1;
       if (col == 0 && cnt == len && nd >= 2) rows = std::min(nrow - idx[nd - 2], (end - pos) / len);
+      if (planes_ok && rows == nrow && idx[nd - 2] == 0)
+        planes = std::min(sizes[nd - 3] - idx[nd - 3], (end - pos) / (len * nrow));
+      c.planes = planes;
       row_fn(self, c, cnt, rows, unit);
-      pos += cnt * rows;
+      pos += cnt * rows * planes;
       col = 0;
       if (nd >= 2) idx[nd - 2] += rows - 1;
+      if (planes > 1) idx[nd - 3] += planes - 1;
       for (int64_t d = nd - 2; d >= 0; --d) {
         if (++idx[d] < sizes[d]) break;
         idx[d] = 0;
@@ -514,14 +527,36 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn) {
 // Short rows (xyz) gathered into a dense tile: the row length fixed, so the loop unrolls.
 template <class W, int N>
 void gather_short_rows(unsigned char* d, const unsigned char* s, int64_t si, int64_t sob, int64_t rows) {
-  if (sob == 0) {  // one row repeated (a broadcast): a pattern of 4 rows stored whole
-    constexpr size_t row = N * sizeof(W);
-    unsigned char pat[4 * row];
-    for (int r = 0; r < 4; ++r)
+  if (sob == 0) {  // one row repeated (a broadcast): a pattern of whole 32-byte vectors
+    constexpr size_t row = N * sizeof(W), pb = std::lcm(row, size_t{32});
+    unsigned char pat[pb];
+    for (size_t r = 0; r < pb / row; ++r)
       for (int i = 0; i < N; ++i) std::memcpy(pat + r * row + i * sizeof(W), s + i * si * sizeof(W), sizeof(W));
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) std::memcpy(d + r * row, pat, sizeof pat);
-    for (; r < rows; ++r) std::memcpy(d + r * row, pat, row);
+    const size_t total = static_cast<size_t>(rows) * row;
+    size_t b = 0;
+#if defined(__GNUC__)  // GCC and Clang: the pattern held in vector registers, stored 32 bytes at a time
+    typedef unsigned char V __attribute__((vector_size(32), aligned(1), may_alias));
+    if constexpr (pb == 32) {
+      const V v0 = *reinterpret_cast<const V*>(pat);
+      for (; b + pb <= total; b += pb) *reinterpret_cast<V*>(d + b) = v0;
+    } else if constexpr (pb == 64) {
+      const V v0 = *reinterpret_cast<const V*>(pat), v1 = *reinterpret_cast<const V*>(pat + 32);
+      for (; b + pb <= total; b += pb) {
+        *reinterpret_cast<V*>(d + b) = v0;
+        *reinterpret_cast<V*>(d + b + 32) = v1;
+      }
+    } else if constexpr (pb == 96) {
+      const V v0 = *reinterpret_cast<const V*>(pat), v1 = *reinterpret_cast<const V*>(pat + 32),
+              v2 = *reinterpret_cast<const V*>(pat + 64);
+      for (; b + pb <= total; b += pb) {
+        *reinterpret_cast<V*>(d + b) = v0;
+        *reinterpret_cast<V*>(d + b + 32) = v1;
+        *reinterpret_cast<V*>(d + b + 64) = v2;
+      }
+    }
+#endif
+    for (; b + pb <= total; b += pb) std::memcpy(d + b, pat, pb);
+    std::memcpy(d + b, pat, total - b);
     return;
   }
   for (int64_t r = 0; r < rows; ++r)
@@ -636,65 +671,77 @@ void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e) {
     Operands ops;
     ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
     collect_leaves(e, ops);
-    run_rows(ops, const_cast<E*>(&e), [](void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit) {
-      const E& ex = *static_cast<const E*>(self);
-      constexpr int N = leaf_count_v<E> + 1;
-      int64_t off[N], inner[N];  // local copies: the stores through o cannot alias them
-      for (int k = 0; k < N; ++k) {
-        off[k] = c.off[k];
-        inner[k] = c.inner[k];
-      }
-      const RowCtx rc{c.base, off, inner, c.outer};
-      R* const o = static_cast<R*>(const_cast<void*>(c.base[0]));
-      if (cnt < kShortRow && rows > cnt) {
-        if constexpr (eigen_able<E>::value) {
-          // The block is one dense run of the output (a [n, m, 3] result): operands that
-          // are not (broadcast rows, strided views) are gathered into dense runs first, and
-          // the whole block is one vectorized Eigen loop.
-          if (inner[0] == 1 && c.outer[0] == cnt && rows * cnt <= kFlatBlock) {
-            const int64_t m = rows * cnt;
-            static constexpr auto bytes = leaf_bytes<E>();
-            alignas(64) thread_local unsigned char scratch[kFlatBlock * 16 * (N > 1 ? N - 1 : 1)];
-            const void* base[N];
-            int64_t zoff[N], one[N];
-            for (int k = 0; k < N; ++k) {
-              one[k] = 1;
-              const bool dense = inner[k] == 1 && c.outer[k] == cnt;
-              base[k] = dense ? c.base[k] : scratch + (k - 1) * kFlatBlock * 16;
-              zoff[k] = dense ? off[k] : 0;
-              if (!dense)
-                copy2d(scratch + (k - 1) * kFlatBlock * 16, 1, cnt,
-                       static_cast<const unsigned char*>(c.base[k]) + off[k] * bytes[k], inner[k], c.outer[k], cnt,
-                       rows, bytes[k]);
+    run_rows(
+        ops, const_cast<E*>(&e),
+        [](void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit) {
+          const E& ex = *static_cast<const E*>(self);
+          constexpr int N = leaf_count_v<E> + 1;
+          int64_t off[N], inner[N];  // local copies: the stores through o cannot alias them
+          for (int k = 0; k < N; ++k) inner[k] = c.inner[k];
+          R* const o = static_cast<R*>(const_cast<void*>(c.base[0]));
+          if (cnt < kShortRow && rows > cnt) {
+            if constexpr (eigen_able<E>::value) {
+              // Each block is one dense run of the output (a [n, m, 3] result): operands
+              // that are not (broadcast rows, strided views) are gathered into dense runs
+              // first (once for all planes when they do not move from plane to plane), and
+              // the whole block is one vectorized Eigen loop.
+              if (inner[0] == 1 && c.outer[0] == cnt && rows * cnt <= kFlatBlock) {
+                const int64_t m = rows * cnt;
+                static constexpr auto bytes = leaf_bytes<E>();
+                alignas(64) thread_local unsigned char scratch[kFlatBlock * 16 * (N > 1 ? N - 1 : 1)];
+                const void* base[N];
+                int64_t zoff[N], one[N];
+                bool dense[N];
+                for (int k = 0; k < N; ++k) {
+                  one[k] = 1;
+                  off[k] = c.off[k];
+                  dense[k] = inner[k] == 1 && c.outer[k] == cnt;
+                  base[k] = dense[k] ? c.base[k] : scratch + (k - 1) * kFlatBlock * 16;
+                }
+                const RowCtx fc{base, zoff, one, one};
+                for (int64_t p = 0; p < c.planes; ++p) {
+                  for (int k = 0; k < N; ++k) {
+                    zoff[k] = dense[k] ? off[k] : 0;
+                    if (!dense[k] && (p == 0 || c.outer2[k] != 0))
+                      copy2d(scratch + (k - 1) * kFlatBlock * 16, 1, cnt,
+                             static_cast<const unsigned char*>(c.base[k]) + off[k] * bytes[k], inner[k], c.outer[k],
+                             cnt, rows, bytes[k]);
+                    off[k] += c.outer2[k];
+                  }
+                  Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>>(o + zoff[0], m) = cast_eigen<R>(eval_eigen<1>(ex, fc, m));
+                }
+                return;
+              }
             }
-            const RowCtx fc{base, zoff, one, one};
-            Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>>(o + off[0], m) = cast_eigen<R>(eval_eigen<1>(ex, fc, m));
-            return;
           }
-        }
-        // short rows: the loop runs across them
-        int64_t outer[N];
-        for (int k = 0; k < N; ++k) outer[k] = c.outer[k];
-        const RowCtx cc{c.base, off, outer, inner};
-        for (int64_t i = 0; i < cnt; ++i) {
-          for (int64_t r = 0; r < rows; ++r) o[off[0] + r * outer[0]] = convert<R>(eval_at<1>(ex, cc, r));
-          for (int k = 0; k < N; ++k) off[k] += inner[k];
-        }
-        return;
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        if constexpr (eigen_able<E>::value) {
-          if (unit && cnt >= kEigenMinRow) {
-            Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o + off[0], cnt);
-            m = cast_eigen<R>(eval_eigen<1>(ex, rc, cnt));
-            for (int k = 0; k < N; ++k) off[k] += c.outer[k];
-            continue;
+          for (int64_t p = 0; p < c.planes; ++p) {
+            for (int k = 0; k < N; ++k) off[k] = c.off[k] + p * c.outer2[k];
+            const RowCtx rc{c.base, off, inner, c.outer};
+            if (cnt < kShortRow && rows > cnt) {  // short rows: the loop runs across them
+              int64_t outer[N];
+              for (int k = 0; k < N; ++k) outer[k] = c.outer[k];
+              const RowCtx cc{c.base, off, outer, inner};
+              for (int64_t i = 0; i < cnt; ++i) {
+                for (int64_t r = 0; r < rows; ++r) o[off[0] + r * outer[0]] = convert<R>(eval_at<1>(ex, cc, r));
+                for (int k = 0; k < N; ++k) off[k] += inner[k];
+              }
+              continue;
+            }
+            for (int64_t r = 0; r < rows; ++r) {
+              if constexpr (eigen_able<E>::value) {
+                if (unit && cnt >= kEigenMinRow) {
+                  Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o + off[0], cnt);
+                  m = cast_eigen<R>(eval_eigen<1>(ex, rc, cnt));
+                  for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+                  continue;
+                }
+              }
+              for (int64_t i = 0; i < cnt; ++i) o[off[0] + i * inner[0]] = convert<R>(eval_at<1>(ex, rc, i));
+              for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+            }
           }
-        }
-        for (int64_t i = 0; i < cnt; ++i) o[off[0] + i * inner[0]] = convert<R>(eval_at<1>(ex, rc, i));
-        for (int k = 0; k < N; ++k) off[k] += c.outer[k];
-      }
-    });
+        },
+        /*planes_ok=*/true);
   }
 }
 
