@@ -26,6 +26,7 @@
 
 using namespace reel;
 using reel_bench::median_seconds;
+using reel_bench::paired_seconds;
 using Td = Tensor<double>;
 
 namespace {
@@ -33,6 +34,10 @@ double sink = 0;
 
 void row(const char* name, double base, double reel_t, const char* unit, double scale) {
   std::printf("%-72s %12.2f %12.2f %s  ratio %.2fx\n", name, base * scale, reel_t * scale, unit, base / reel_t);
+}
+// Baseline and reel timed in alternating batches: medians, and the median of the pairs' ratios.
+void row(const char* name, const reel_bench::Paired& p, const char* unit, double scale) {
+  std::printf("%-72s %12.2f %12.2f %s  ratio %.2fx\n", name, p.base * scale, p.cand * scale, unit, p.ratio);
 }
 
 template <class T>
@@ -65,44 +70,43 @@ int main(int argc, char** argv) {
   Td P = lj::random_cluster(38, 1);
   auto xs = P.to_vector();
   std::vector<double> g(xs.size());
-  double t_e_hand = median_seconds([&] { sink += lj::energy_by_hand(xs.data(), 38); }, 31, 200);
-  double t_e = median_seconds([&] {
+  auto e_hand = [&] { sink += lj::energy_by_hand(xs.data(), 38); };
+  row("LJ38 energy: hand-written loop vs tensor form", paired_seconds(e_hand, [&] {
     autograd::no_grad ng;
     sink += lj::energy(P).item();
-  }, 31, 50);
-  row("LJ38 energy: hand-written loop vs tensor form", t_e_hand, t_e, "us", 1e6);
+  }, 31, 50), "us", 1e6);
   auto energy_c = autograd::compile([](const Td& x) {
     autograd::no_grad ng;
     return lj::energy(x);
   });
-  double t_e_c = median_seconds([&] { sink += energy_c(P).item(); }, 31, 50);
-  row("LJ38 energy: hand-written loop vs compile(energy)", t_e_hand, t_e_c, "us", 1e6);
-  double t_g_hand = median_seconds([&] {
+  row("LJ38 energy: hand-written loop vs compile(energy)",
+      paired_seconds(e_hand, [&] { sink += energy_c(P).item(); }, 31, 50), "us", 1e6);
+  auto g_hand = [&] {
     lj::gradient_by_hand(xs.data(), 38, g.data());
     sink += g[0];
-  }, 31, 200);
+  };
   auto t0 = std::chrono::steady_clock::now();  // the first call builds and caches the backward plans
   sink += lj::forces(P).data_ptr()[0];
   double t_first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double t_g = median_seconds([&] { sink += lj::forces(P).data_ptr()[0]; }, 31, 50);
-  row("LJ38 gradient: first call vs repeated calls", t_first, t_g, "us", 1e6);
-  row("LJ38 gradient: analytic loop vs reverse mode", t_g_hand, t_g, "us", 1e6);
+  auto p_g = paired_seconds(g_hand, [&] { sink += lj::forces(P).data_ptr()[0]; }, 31, 50);
+  row("LJ38 gradient: first call vs repeated calls", t_first, p_g.cand, "us", 1e6);
+  row("LJ38 gradient: analytic loop vs reverse mode", p_g, "us", 1e6);
   auto forces_c = autograd::compile([](const Td& x) { return lj::forces(x); });
-  double t_g_c = median_seconds([&] { sink += forces_c(P).data_ptr()[0]; }, 31, 50);
-  row("LJ38 gradient: analytic loop vs compile(forces)", t_g_hand, t_g_c, "us", 1e6);
+  row("LJ38 gradient: analytic loop vs compile(forces)",
+      paired_seconds(g_hand, [&] { sink += forces_c(P).data_ptr()[0]; }, 31, 50), "us", 1e6);
   auto grad_fn = [](const Td& x) {
     return autograd::grad({lj::energy(x)}, {x}, {}, {.create_graph = true})[0].reshape({-1});
   };
-  double t_h_rows = median_seconds([&] {
+  auto h_rows = [&] {
     Td x = P.detach();
     x.requires_grad_();
     sink += autograd::functional::jacobian(grad_fn, x).data_ptr()[0];
-  }, 3);
-  double t_h = median_seconds([&] { sink += autograd::functional::hessian(lj::energy, P).data_ptr()[0]; }, 11);
-  row("LJ38 Hessian 114x114: 114 reverse passes vs hessian()", t_h_rows, t_h, "ms", 1e3);
+  };
+  auto h_fwd = [&] { sink += autograd::functional::hessian(lj::energy, P).data_ptr()[0]; };
+  row("LJ38 Hessian 114x114: 114 reverse passes vs hessian()", paired_seconds(h_rows, h_fwd, 5), "ms", 1e3);
   auto hessian_c = autograd::compile([](const Td& x) { return autograd::functional::hessian(lj::energy, x); });
-  double t_h_c = median_seconds([&] { sink += hessian_c(P).data_ptr()[0]; }, 11);
-  row("LJ38 Hessian 114x114: hessian() vs compile(hessian)", t_h, t_h_c, "ms", 1e3);
+  row("LJ38 Hessian 114x114: hessian() vs compile(hessian)",
+      paired_seconds(h_fwd, [&] { sink += hessian_c(P).data_ptr()[0]; }, 11), "ms", 1e3);
 
   // 2. PINN step
   {
@@ -136,21 +140,17 @@ int main(int argc, char** argv) {
   {
     Generator gen(5);
     Td a = randn<double>({38, 38, 3}, gen), b = randn<double>({38, 38, 3}, gen);
-    double t_c = median_seconds([&] {
+    row("[38,38,3]: contiguous a - b vs P[:,None] - P[None]", paired_seconds([&] {
       Td d = a - b;
       sink += d.data_ptr()[1];
-    }, 31, 200);
-    double t_b = median_seconds([&] {
+    }, [&] {
       Td d = P.unsqueeze(1) - P.unsqueeze(0);
       sink += d.data_ptr()[1];
-    }, 31, 200);
-    row("[38,38,3]: contiguous a - b vs P[:,None] - P[None]", t_c, t_b, "us", 1e6);
-    double t_all = median_seconds([&] { sink += sum(a).item(); }, 31, 200);
-    double t_3 = median_seconds([&] {
+    }, 61, 200), "us", 1e6);
+    row("[38,38,3]: sum of all elements vs sum over the dim of 3", paired_seconds([&] { sink += sum(a).item(); }, [&] {
       Td s = sum(a, Shape{2});
       sink += s.data_ptr()[0];
-    }, 31, 200);
-    row("[38,38,3]: sum of all elements vs sum over the dim of 3", t_all, t_3, "us", 1e6);
+    }, 61, 200), "us", 1e6);
   }
 
   // 4. GEMM
