@@ -68,13 +68,23 @@ void sum_rows_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
 }
 
 // o[r] = the sum (or mean) of the W consecutive elements of row r, accumulated in Acc.
-template <int W, class Acc, class T>
-void sum_runs_fixed(T* __restrict o, const T* __restrict in, int64_t rows, bool mean) {
-  for (int64_t r = 0; r < rows; ++r) {
+template <int W, bool Mean, class Acc, class T>
+void sum_runs_fixed_as(T* __restrict o, const T* __restrict in, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {  // vectorizes (the stride-W loads become shuffles)
     Acc a{};  // from +0, as PyTorch (a sum of -0.0 is +0.0)
     for (int j = 0; j < W; ++j) a += static_cast<Acc>(in[r * W + j]);
-    o[r] = static_cast<T>(mean ? a / static_cast<real_t<Acc>>(W) : a);
+    if constexpr (Mean)
+      o[r] = static_cast<T>(a / static_cast<real_t<Acc>>(W));
+    else
+      o[r] = static_cast<T>(a);
   }
+}
+template <int W, class Acc, class T>
+void sum_runs_fixed(T* o, const T* in, int64_t rows, bool mean) {
+  if (mean)
+    sum_runs_fixed_as<W, true, Acc>(o, in, rows);
+  else
+    sum_runs_fixed_as<W, false, Acc>(o, in, rows);
 }
 
 // o[j] += column j of `rows` rows of W consecutive elements (a kept xyz dim, the rows
@@ -549,21 +559,24 @@ Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t
     auto it = idx.transpose(d, -1).contiguous();
     auto ot = Scatter ? Tensor<T, D>(out.transpose(d, -1).contiguous()) : empty<T, D>(it.sizes());
     int64_t k = it.size(-1), lines = it.numel() / k, n = Scatter ? ot.size(-1) : st.size(-1);
-    const T* s = st.data_ptr();
-    const int64_t* ip = it.data_ptr();
-    T* o = ot.data_ptr();
     if constexpr (std::is_same_v<D, CUDA>) {
-      DeviceBackend<D>::template gather_lines<Scatter>(s, ip, o, lines, k, n);
+      DeviceBackend<D>::template gather_lines<Scatter>(st.data_ptr(), it.data_ptr(), ot.mutable_data_ptr(), lines, k, n);
     } else {
-      for (int64_t l = 0; l < lines; ++l)
-        for (int64_t j = 0; j < k; ++j) {
-          int64_t i = ip[l * k + j];
-          REEL_CHECK(i >= 0 && i < n, index_error, "gather: index ", i, " is out of bounds for size ", n);
-          if constexpr (Scatter)
-            o[l * n + i] += s[l * k + j];
-          else
-            o[l * k + j] = s[l * n + i];
-        }
+      kernel_step({ot.impl().storage.get()}, {st.impl().storage.get(), it.impl().storage.get(), ot.impl().storage.get()},
+                  [st, it, ot, lines, k, n] {
+                    const T* s = st.data_ptr();
+                    const int64_t* ip = it.data_ptr();
+                    T* o = ot.mutable_data_ptr();
+                    for (int64_t l = 0; l < lines; ++l)
+                      for (int64_t j = 0; j < k; ++j) {
+                        int64_t i = ip[l * k + j];
+                        REEL_CHECK(i >= 0 && i < n, index_error, "gather: index ", i, " is out of bounds for size ", n);
+                        if constexpr (Scatter)
+                          o[l * n + i] += s[l * k + j];
+                        else
+                          o[l * k + j] = s[l * n + i];
+                      }
+                  });
     }
     return ot.transpose(d, -1).contiguous();
   }
@@ -701,20 +714,22 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& x
     auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
     auto out = empty<R, Dv>(xt.sizes());
     int64_t len = xt.dim() ? xt.size(-1) : 1, lines = len ? xt.numel() / len : 0;
-    const T* s = xt.data_ptr();
-    R* o = out.data_ptr();
     if constexpr (std::is_same_v<Dv, CUDA>) {
-      detail::DeviceBackend<Dv>::scan_lines(s, o, lines, len);  // (Thrust)
+      detail::DeviceBackend<Dv>::scan_lines(xt.data_ptr(), out.data_ptr(), lines, len);  // (Thrust)
     } else {
-      detail::parallel_range(lines, [&](int64_t b, int64_t e) {
-        for (int64_t l = b; l < e; ++l) {
-          compute_t<R> acc{};
-          for (int64_t i = 0; i < len; ++i) {
-            acc += convert<compute_t<R>>(s[l * len + i]);
-            o[l * len + i] = convert<R>(acc);
+      detail::kernel_step({out.impl().storage.get()}, {xt.impl().storage.get()}, [xt, out, lines, len] {
+        const T* s = xt.data_ptr();
+        R* o = out.mutable_data_ptr();
+        detail::parallel_range(lines, [&](int64_t b, int64_t e) {
+          for (int64_t l = b; l < e; ++l) {
+            compute_t<R> acc{};
+            for (int64_t i = 0; i < len; ++i) {
+              acc += convert<compute_t<R>>(s[l * len + i]);
+              o[l * len + i] = convert<R>(acc);
+            }
           }
-        }
-      }, 64);
+        }, 64);
+      });
     }
     if (x.dim() == 0) return out.reshape({});
     return out.transpose(d, -1).contiguous();
@@ -749,20 +764,23 @@ ValuesIndices<T, Dv> ordered_lines(const Tensor<T, Dv>& x, int64_t dim, int64_t 
     idx = k == n ? fi : Tensor<int64_t, Dv>(fi.slice(-1, 0, k).contiguous());
   } else if constexpr (!std::is_same_v<Dv, Meta>) {
     int64_t lines = n ? xt.numel() / n : 0;
-    const T* s = xt.data_ptr();
-    T* vo = vals.data_ptr();
-    int64_t* io = idx.data_ptr();
-    parallel_range(lines, [&](int64_t b, int64_t e) {
-      std::vector<int64_t> perm(n);
-      for (int64_t l = b; l < e; ++l) {
-        const T* line = s + l * n;
-        order_line(perm, {line, &greater_at<T>, descending}, k);
-        for (int64_t i = 0; i < k; ++i) {
-          vo[l * k + i] = line[perm[i]];
-          io[l * k + i] = perm[i];
-        }
-      }
-    }, 16);
+    kernel_step({vals.impl().storage.get(), idx.impl().storage.get()}, {xt.impl().storage.get()},
+                [xt, vals, idx, lines, n, k, descending] {
+                  const T* s = xt.data_ptr();
+                  T* vo = vals.mutable_data_ptr();
+                  int64_t* io = idx.mutable_data_ptr();
+                  parallel_range(lines, [&](int64_t b, int64_t e) {
+                    std::vector<int64_t> perm(n);
+                    for (int64_t l = b; l < e; ++l) {
+                      const T* line = s + l * n;
+                      order_line(perm, {line, &greater_at<T>, descending}, k);
+                      for (int64_t i = 0; i < k; ++i) {
+                        vo[l * k + i] = line[perm[i]];
+                        io[l * k + i] = perm[i];
+                      }
+                    }
+                  }, 16);
+                });
   }
   if (x.dim() == 0) return {vals.reshape({}), idx.reshape({})};
   return {vals.transpose(d, -1).contiguous(), idx.transpose(d, -1).contiguous()};

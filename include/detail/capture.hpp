@@ -205,5 +205,14 @@ void kernel_step(std::initializer_list<const Storage*> writes, F&& step) {
   else
     step();
 }
+// The same for a kernel that reads tensors too (`reads`: their storages). The step must
+// take its data pointers when it runs (a capture may move buffers), not before.
+template <class F>
+void kernel_step(std::initializer_list<const Storage*> writes, std::initializer_list<const Storage*> reads, F&& step) {
+  if (CaptureTrace* t = capturing())
+    t->record(std::vector<const Storage*>(writes), std::vector<const Storage*>(reads), std::forward<F>(step));
+  else
+    step();
+}
 
 }  // namespace reel::detail

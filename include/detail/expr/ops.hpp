@@ -167,18 +167,32 @@ namespace detail {
 template <class C>
 struct PowConstFn {
   C e;
+  // What the row computes, decided once: an int, so the packet loop keeps it in a register
+  // (a double member could alias the row's stores and would be reloaded and re-tested per
+  // packet). 0: the scalar form; kSqrt / kRsqrt: x^(+-0.5); else the integer exponent.
+  static constexpr int kSqrt = 100, kRsqrt = 101;
+  int kind;
+  explicit PowConstFn(C ex) : e(ex), kind(classify(ex)) {}
+  static int classify(C e) {
+    if (e == C(0.5)) return kSqrt;
+    if (e == C(-0.5)) return kRsqrt;
+    if (e >= C(-4) && e <= C(4) && e == static_cast<C>(static_cast<int>(e)) && e != C(0) && e != C(1))
+      return static_cast<int>(e);
+    return 0;
+  }
   C operator()(const C& x) const { return PowOp{}.template apply<C>(x, e); }
   template <class P>
   P packetOp(const P& x) const {
     namespace ei = Eigen::internal;
     const P one = ei::pset1<P>(C(1));
-    if (e == C(0.5)) return ei::psqrt(x);
-    if (e == C(-0.5)) return ei::pdiv(one, ei::psqrt(x));
-    if (e >= C(-4) && e <= C(4) && e == static_cast<C>(static_cast<int>(e)) && e != C(0) && e != C(1)) {
-      const int n = static_cast<int>(e), m = n < 0 ? -n : n;
+    const int k = kind;
+    if (k == kSqrt) return ei::psqrt(x);
+    if (k == kRsqrt) return ei::pdiv(one, ei::psqrt(x));
+    if (k != 0) {
+      const int m = k < 0 ? -k : k;
       const P s = ei::pmul(x, x);
       const P p = m == 2 ? s : m == 3 ? ei::pmul(s, x) : m == 4 ? ei::pmul(s, s) : x;
-      return n < 0 ? ei::pdiv(one, p) : p;
+      return k < 0 ? ei::pdiv(one, p) : p;
     }
     alignas(64) C v[ei::unpacket_traits<P>::size];
     ei::pstore(v, x);
@@ -190,7 +204,7 @@ struct PowConstFn {
 template <class C, class A, class B>
   requires(detail::vec_float_v<C> && detail::is_eigen_constant_v<B>)
 auto PowOp::vec(const A& a, const B& b) const {
-  return a.unaryExpr(detail::PowConstFn<C>{b.functor().m_other});
+  return a.unaryExpr(detail::PowConstFn<C>(b.functor().m_other));
 }
 
 // ================================================================== float-valued unary
