@@ -15,7 +15,6 @@
 //      scalar form of each op.
 #include <array>
 #include <cstring>
-#include <numeric>
 #include <tuple>
 #include <utility>
 
@@ -524,11 +523,14 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_
   parallel_range(n, work);
 }
 
+constexpr size_t gcd_of(size_t a, size_t b) { return b == 0 ? a : gcd_of(b, a % b); }
+
 // Short rows (xyz) gathered into a dense tile: the row length fixed, so the loop unrolls.
 template <class W, int N>
 void gather_short_rows(unsigned char* d, const unsigned char* s, int64_t si, int64_t sob, int64_t rows) {
   if (sob == 0) {  // one row repeated (a broadcast): a pattern of whole 32-byte vectors
-    constexpr size_t row = N * sizeof(W), pb = std::lcm(row, size_t{32});
+    // (std::lcm is not a constant expression to nvcc's front end)
+    constexpr size_t row = N * sizeof(W), pb = row / gcd_of(row, 32) * 32;
     unsigned char pat[pb];
     for (size_t r = 0; r < pb / row; ++r)
       for (int i = 0; i < N; ++i) std::memcpy(pat + r * row + i * sizeof(W), s + i * si * sizeof(W), sizeof(W));
