@@ -32,12 +32,12 @@ using Td = Tensor<double>;
 namespace {
 double sink = 0;
 
-void row(const char* name, double base, double reel_t, const char* unit, double scale) {
-  std::printf("%-72s %12.2f %12.2f %s  ratio %.2fx\n", name, base * scale, reel_t * scale, unit, base / reel_t);
-}
 // Baseline and reel timed in alternating batches: medians, and the median of the pairs' ratios.
 void row(const char* name, const reel_bench::Paired& p, const char* unit, double scale) {
   std::printf("%-72s %12.2f %12.2f %s  ratio %.2fx\n", name, p.base * scale, p.cand * scale, unit, p.ratio);
+}
+void row(const char* name, double base, double reel_t, const char* unit, double scale) {
+  row(name, reel_bench::Paired{base, reel_t, base / reel_t}, unit, scale);
 }
 
 template <class T>
