@@ -93,10 +93,10 @@ Tensors<T, D> unit_directions(const Tensors<T, D>& inputs, int64_t first, int64_
 }
 // Directions per pass: `requested`, or (0) as many as keep the largest tangent of the first
 // one-direction pass, times the directions, under 2^24 elements.
+inline constexpr int64_t kTangentBudget = int64_t(1) << 24;
 inline int64_t chunk_for(int64_t requested, int64_t total, int64_t peak_one) {
   if (requested > 0) return std::min(requested, total);
-  constexpr int64_t kBudget = int64_t(1) << 24;
-  return std::clamp<int64_t>(kBudget / std::max<int64_t>(peak_one, 1), 1, std::max<int64_t>(total, 1));
+  return std::clamp<int64_t>(kTangentBudget / std::max<int64_t>(peak_one, 1), 1, std::max<int64_t>(total, 1));
 }
 // Runs pass(first, k) over directions [0, total) in chunks, the first chunk one direction wide
 // when the size is automatic (it measures the tangents' size). Returns the per-chunk results.
@@ -263,16 +263,33 @@ namespace detail_fn {
 // Forward over reverse: the gradient of f at inputs, with tangents v (batched or not) pushed
 // through f and its backward pass. Returns {f, tangent of each gradient} (zeros where the
 // gradient does not depend on the input; an error then in strict mode).
+// identity: v is the identity over the one input's elements, seeded as a structured tangent
+// (graph.hpp: StructTangent), so the pass costs what the structure needs, not one pass per
+// direction; v is then not read.
 template <class T, class D, class F>
 std::pair<Tensor<T, D>, Tensors<T, D>> grad_tangents(F& f, const Tensors<T, D>& inputs, const Tensors<T, D>& v,
-                                                     bool create_graph, bool strict, const char* fn) {
-  const int64_t batch = tangent_batch(inputs, v, fn);
+                                                     bool create_graph, bool strict, const char* fn,
+                                                     bool identity = false) {
+  const int64_t batch = identity ? inputs[0].numel() : tangent_batch(inputs, v, fn);
   enable_grad eg;
   forward_ad::dual_level level(batch);
   reel::detail::TangentsAsValues plain(level.id(), !create_graph);
   auto p = prepare(inputs, create_graph);
   Tensors<T, D> x;
-  for (size_t i = 0; i < p.size(); ++i) x.push_back(forward_ad::make_dual(p[i], create_graph ? v[i] : v[i].detach()));
+  if (identity) {
+    namespace rd = reel::detail;
+    Tensor<T, D> d = p[0].view(p[0].sizes());
+    if (d.impl_ptr() == p[0].impl_ptr()) d = Tensor<T, D>(rd::plain_alias(p[0].impl()));
+    const Shape& s = p[0].sizes();
+    rd::TanTerm term;
+    for (int64_t i = 0; i < s.size(); ++i) term.dim_of.push_back(s[i] > 1 ? static_cast<int>(i) : -1);
+    term.coef = ones<T, D>(Shape(static_cast<size_t>(rd::free_count(term)) + s.size(), 1)).impl_ptr();
+    rd::set_tangent(d.impl(), level.id(), nullptr,
+                    std::make_shared<const rd::StructTangent>(rd::StructTangent{s, s, rd::ir::grad_type_of<T, D>(), {term}}));
+    x.push_back(d);
+  } else {
+    for (size_t i = 0; i < p.size(); ++i) x.push_back(forward_ad::make_dual(p[i], create_graph ? v[i] : v[i].detach()));
+  }
   Tensor<T, D> out = call<T, D>(f, x);
   REEL_CHECK(out.numel() == 1, value_error, fn, ": the function must return a single element, got shape ", out.sizes());
   Tensors<T, D> g(x.size());
@@ -282,7 +299,9 @@ std::pair<Tensor<T, D>, Tensors<T, D>> grad_tangents(F& f, const Tensors<T, D>& 
     if (g[i].defined()) t[i] = forward_ad::unpack_dual(g[i]).tangent;
     if (!t[i].defined()) {
       if (strict) independent(i, fn);
-      t[i] = zeros_like(v[i]);
+      Shape z = inputs[i].sizes();
+      z.insert(0, batch);
+      t[i] = zeros<T, D>(z);
     } else if (!create_graph) {
       t[i] = t[i].detach();
     }
@@ -300,10 +319,28 @@ std::vector<Tensors<T, D>> hessian(F&& f, const Tensors<T, D>& inputs, bool crea
                                    int64_t chunk_size = 0) {
   int64_t total = 0;
   for (const auto& x : inputs) total += x.numel();
-  auto parts = detail_fn::run_chunks<Tensors<T, D>>(total, chunk_size, [&](int64_t first, int64_t k) {
-    return detail_fn::grad_tangents(f, inputs, detail_fn::unit_directions(inputs, first, k), create_graph, strict,
-                                    "hessian").second;
-  });
+  std::vector<Tensors<T, D>> parts;
+  // One input, sizes automatic, no other level: every direction in one pass with structured
+  // tangents; chunks of dense directions when a tangent would grow past the chunks' budget.
+  if (chunk_size <= 0 && inputs.size() == 1 && total > 0 && !create_graph && reel::detail::level_state().live.empty()) {
+    reel::detail::CaptureTrace* trace = reel::detail::capturing();
+    const size_t mark = trace ? trace->mark() : 0;
+    struct Budget {  // a caller's smaller budget stays (tests use one to reach the fallback)
+      int64_t saved = reel::detail::struct_budget();
+      Budget() { reel::detail::struct_budget() = saved > 0 ? std::min(saved, detail_fn::kTangentBudget) : detail_fn::kTangentBudget; }
+      ~Budget() { reel::detail::struct_budget() = saved; }
+    } budget;
+    try {
+      parts.push_back(detail_fn::grad_tangents(f, inputs, {}, false, strict, "hessian", true).second);
+    } catch (const reel::detail::StructBudgetExceeded&) {
+      if (trace) trace->rollback(mark);
+    }
+  }
+  if (parts.empty())
+    parts = detail_fn::run_chunks<Tensors<T, D>>(total, chunk_size, [&](int64_t first, int64_t k) {
+      return detail_fn::grad_tangents(f, inputs, detail_fn::unit_directions(inputs, first, k), create_graph, strict,
+                                      "hessian").second;
+    });
   std::vector<Tensors<T, D>> h(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor<T, D> rows;  // [total, *inputs[i].sizes()]: row b = d grad_i / d direction b

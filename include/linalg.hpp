@@ -89,7 +89,7 @@ struct SavedOutput {
     GradPtr p = plain_alias(*value);
     set_history(*p, n, 0);
     for (auto& t : tangents)
-      if (level_live(t.level)) set_tangent(*p, t.level, t.value);
+      if (level_live(t.level)) set_tangent(*p, t);
     return p;
   }
 };

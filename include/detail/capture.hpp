@@ -115,6 +115,15 @@ class CaptureTrace {
   std::vector<const Storage*> fold_constants();
   const std::vector<char>& folded() const { return folded_; }
   bool inside_step() const { return depth_ > 0; }
+  // Forgets the kernels kept since mark() returned m (work the function threw away).
+  size_t mark() const { return steps_.size(); }
+  void rollback(size_t m) {
+    steps_.erase(steps_.begin() + static_cast<std::ptrdiff_t>(m), steps_.end());
+    reads_.resize(m);
+    writes_.resize(m);
+    uses_.resize(m);
+    last_writes_.clear();
+  }
   std::vector<CaptureStep> take_steps() { return std::move(steps_); }
 
  private:

@@ -113,10 +113,39 @@ struct SavedTensor {
   uint64_t version = 0;
 };
 
-// A tangent of one forward-mode level.
+// Vector mode with structure: the tangents of a level whose directions are the unit vectors
+// of one input (hessian, jacfwd) are mostly zeros, in a pattern that follows the input's
+// dims. A structured tangent keeps that pattern instead of the [batch, *sizes] zeros: the
+// directions are a multi-index k = (k_0, ..., k_m) over `comps` (the seed input's sizes), and
+// the tangent is a sum of terms, each
+//   t[k, s] = coef[k_free..., s] * prod over aligned q of [k_q == s_{dim_of[q]}]
+// where dim_of[q] is the tangent's dim that component q equals (-1: a free component, which
+// indexes the coefficient). The identity seed is one term with every component aligned and
+// a coefficient of ones; elementwise ops, views and sums keep the pattern (a sum over an
+// aligned dim frees its component), so a pair potential's Hessian costs about its gradient
+// times the components freed, not times the directions. Each coefficient has the free
+// components' sizes, then one dim per tangent dim; any of them may be 1 (a broadcast).
+// Built only where the tangents are plain values (no history) and no other level is live.
+struct TanTerm {
+  std::vector<int> dim_of;  // per component: the tangent dim it equals, or -1 (free)
+  GradPtr coef;
+};
+struct StructTangent {
+  Shape comps;  // the directions as a multi-index (their product is the level's batch)
+  Shape sizes;  // the primal's sizes
+  const GradType* type = nullptr;
+  std::vector<TanTerm> terms;
+};
+using StructPtr = std::shared_ptr<const StructTangent>;
+// The dense [batch, *sizes] form of a structured tangent (structured.hpp).
+GradPtr densify(const StructTangent& s);
+
+// A tangent of one forward-mode level: a value, or a structured tangent whose value is made
+// on first use.
 struct Tangent {
   uint64_t level;
   GradPtr value;
+  StructPtr st;
 };
 
 struct AutogradMeta : AutogradMetaBase {
@@ -215,12 +244,25 @@ struct LevelMask {
   LevelMask(const LevelMask&) = delete;
   LevelMask& operator=(const LevelMask&) = delete;
 };
-inline GradPtr tangent_of(const TensorImpl& t, uint64_t level) {
+inline Tangent* tangent_entry(const TensorImpl& t, uint64_t level) {
   auto* m = meta_of(t);
   if (!m) return nullptr;
   for (auto& tg : m->tangents)
-    if (tg.level == level) return tg.value;
+    if (tg.level == level && (tg.value || tg.st)) return &tg;
   return nullptr;
+}
+inline bool has_tangent(const TensorImpl& t, uint64_t level) { return tangent_entry(t, level) != nullptr; }
+// The tangent's value (a structured tangent is made dense once, on this first use).
+inline GradPtr tangent_of(const TensorImpl& t, uint64_t level) {
+  Tangent* e = tangent_entry(t, level);
+  if (!e) return nullptr;
+  if (!e->value) e->value = densify(*e->st);
+  return e->value;
+}
+// The structured tangent, when the tangent is one and has not been made dense.
+inline StructPtr struct_tangent_of(const TensorImpl& t, uint64_t level) {
+  Tangent* e = tangent_entry(t, level);
+  return e && !e->value ? e->st : nullptr;
 }
 // The largest tangent (elements) set on this thread since the last reset: how vector mode
 // sizes its chunks (functional::jacfwd / hessian).
@@ -228,18 +270,19 @@ inline int64_t& tangent_peak() {
   thread_local int64_t peak = 0;
   return peak;
 }
-inline void set_tangent(TensorImpl& t, uint64_t level, GradPtr v) {
+inline void set_tangent(TensorImpl& t, uint64_t level, GradPtr v, StructPtr st = nullptr) {
   if (v) tangent_peak() = std::max(tangent_peak(), numel_of(v->sizes));
   auto& m = ensure_meta(t);
   std::erase_if(m.tangents, [&](const Tangent& x) { return x.level == level || !level_live(x.level); });
-  if (v) m.tangents.push_back({level, std::move(v)});
+  if (v || st) m.tangents.push_back({level, std::move(v), std::move(st)});
 }
+inline void set_tangent(TensorImpl& t, const Tangent& x) { set_tangent(t, x.level, x.value, x.st); }
 // The active levels at which any of `ins` has a tangent, outermost first.
 inline void collect_levels(const TensorImpl* const* ins, size_t n, std::vector<uint64_t>& out) {
   for (uint64_t level : level_state().live) {
     if (!level_active(level)) continue;
     for (size_t i = 0; i < n; ++i)
-      if (ins[i] && tangent_of(*ins[i], level)) {
+      if (ins[i] && has_tangent(*ins[i], level)) {
         out.push_back(level);
         break;
       }

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "ir_program.hpp"
+#include "structured.hpp"
 
 namespace reel {
 namespace detail {
@@ -422,6 +423,87 @@ inline void hoist_primal_parts(ir::Graph& T, GradList& leaves, std::span<const i
   }
 }
 
+// The tangent graph of F for the input slots marked in `with`: F's nodes, one leaf per marked
+// slot (its tangent; the caller appends their values in slot order after F's leaves), and
+// each op's forward rule. Returns the roots' tangent nodes (-1: no tangent).
+inline std::vector<int> build_tangent_graph(ir::Graph& T, const ir::Graph& F, const std::vector<char>& with,
+                                            std::span<const int> roots) {
+  ir::Builder tb{T};
+  std::vector<int> tan(F.nodes.size(), -1);
+  for (size_t k = 0; k < with.size(); ++k)
+    if (with[k]) tan[F.leaf_node[k]] = tb.leaf(F.leaves[k]);
+  for (size_t i = 0; i < F.nodes.size(); ++i) {
+    const auto& n = F.nodes[i];
+    if (n.kind != ir::Kind::Op || !n.op->jvp) continue;
+    int ts[3] = {-1, -1, -1};
+    bool any = false;
+    for (int k = 0; k < n.nargs; ++k) {
+      ts[k] = tan[n.args[k]];
+      any = any || ts[k] >= 0;
+    }
+    if (any) tan[i] = n.op->jvp(tb, n, n.args, static_cast<int>(i), ts);
+  }
+  std::vector<int> troots(roots.size());
+  for (size_t r = 0; r < roots.size(); ++r) troots[r] = tan[roots[r]];
+  return troots;
+}
+
+// Vector mode with structure (structured.hpp): the tangent graph is linear in the tangents,
+// so each input's tangent goes through it alone (the others zero), one term at a time, and
+// each output term keeps its input term's pattern (dims shifted by broadcasting). Returns
+// false (nothing done) when no input has a structured tangent.
+inline bool record_struct_tangents(const std::shared_ptr<const ir::Graph>& F, const GraphRecord& rec, uint64_t level) {
+  const size_t n_in = rec.inputs.size(), nr = rec.roots.size();
+  StructPtr any;
+  for (size_t k = 0; k < n_in && !any; ++k)
+    if (rec.inputs[k].t) any = struct_tangent_of(*rec.inputs[k].t, level);
+  if (!any) return false;
+  const int64_t r_out = rec.outputs[0]->sizes.size();
+  for (size_t r = 0; r < nr; ++r)
+    if (rec.outputs[r]->sizes.size() != r_out) return false;
+  std::vector<StructTangent> out(nr);
+  for (size_t r = 0; r < nr; ++r) out[r] = {any->comps, rec.outputs[r]->sizes, F->nodes[rec.roots[r]].type->grad, {}};
+  std::vector<char> done(n_in, 0);
+  for (size_t k = 0; k < n_in; ++k) {
+    if (done[k] || !rec.inputs[k].t) continue;
+    const TensorImpl* x = rec.inputs[k].t.get();
+    std::vector<char> with(n_in, 0);  // every slot that reads x: one tangent
+    for (size_t j = k; j < n_in; ++j)
+      if (rec.inputs[j].t.get() == x) with[j] = done[j] = 1;
+    if (!has_tangent(*x, level)) continue;
+    StructPtr st = struct_tangent_of(*x, level);
+    if (!st) st = std::make_shared<const StructTangent>(as_struct(tangent_of(*x, level), any->comps, x->sizes, F->leaves[k]->grad));
+    ir::Graph T = *F;
+    T.cache.reset();
+    auto troots = build_tangent_graph(T, *F, with, rec.roots);
+    GradList leaves(F->leaves.size());
+    for (size_t j = 0; j < n_in; ++j) leaves[j] = rec.inputs[j].t;
+    const size_t first = leaves.size(), count = static_cast<size_t>(std::count(with.begin(), with.end(), 1));
+    leaves.resize(first + count);
+    hoist_primal_parts(T, leaves, troots, first);
+    const int shift = static_cast<int>(r_out - x->sizes.size());
+    for (const TanTerm& t : st->terms) {
+      const int nf = free_count(t);
+      Shape c(t.coef->sizes.begin(), t.coef->sizes.begin() + nf);
+      for (int i = 0; i < shift; ++i) c.push_back(1);
+      for (int64_t i = nf; i < t.coef->sizes.size(); ++i) c.push_back(t.coef->sizes[i]);
+      GradPtr a = reshaped(t.coef, std::move(c), st->type);
+      for (size_t i = first; i < first + count; ++i) leaves[i] = a;
+      auto res = ir_apply(T, leaves, troots);
+      for (size_t r = 0; r < nr; ++r) {
+        if (!res[r]) continue;
+        TanTerm u{t.dim_of, std::move(res[r])};
+        for (int& d : u.dim_of)
+          if (d >= 0) d += shift;
+        add_term(out[r], std::move(u));
+      }
+    }
+  }
+  for (size_t r = 0; r < nr; ++r)
+    if (!out[r].terms.empty()) set_tangent(*rec.outputs[r], level, nullptr, finish_struct(std::move(out[r])));
+  return true;
+}
+
 inline void record_graph(GraphRecord rec) {
   const size_t n_in = rec.inputs.size();
   ImplList lp(n_in);
@@ -476,35 +558,23 @@ inline void record_graph(GraphRecord rec) {
   }
   for (uint64_t level : levels) {
     const int64_t batch = level_batch(level);  // vector mode: tangents are [batch, *sizes]
+    LevelMask mask(level);
+    GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
+    if (batch && structure_ok(level) && record_struct_tangents(F, rec, level)) continue;
     ir::Graph T = *F;
     T.cache.reset();
-    ir::Builder tb{T};
     GradList leaves(F->leaves.size());
     for (size_t k = 0; k < n_in; ++k) leaves[k] = rec.inputs[k].t;
-    std::vector<int> tan(F->nodes.size(), -1);
+    std::vector<char> with(n_in, 0);
     for (size_t k = 0; k < n_in; ++k) {
       if (!rec.inputs[k].t) continue;
       GradPtr t = tangent_of(*rec.inputs[k].t, level);
       if (!t) continue;
       if (batch) t = align_batched(t, rec.outputs[0]->sizes.size(), F->leaves[k]->grad);
-      tan[F->leaf_node[k]] = tb.leaf(F->leaves[k]);
+      with[k] = 1;
       leaves.push_back(std::move(t));
     }
-    for (size_t i = 0; i < F->nodes.size(); ++i) {
-      const auto& n = F->nodes[i];
-      if (n.kind != ir::Kind::Op || !n.op->jvp) continue;
-      int ts[3] = {-1, -1, -1};
-      bool any = false;
-      for (int k = 0; k < n.nargs; ++k) {
-        ts[k] = tan[n.args[k]];
-        any = any || ts[k] >= 0;
-      }
-      if (any) tan[i] = n.op->jvp(tb, n, n.args, static_cast<int>(i), ts);
-    }
-    std::vector<int> troots(nr);
-    for (size_t r = 0; r < nr; ++r) troots[r] = tan[rec.roots[r]];
-    LevelMask mask(level);
-    GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
+    auto troots = build_tangent_graph(T, *F, with, rec.roots);
     // (Only where the tangent is a plain value: no reverse recording, no other level. The
     // hoisted leaves' own histories gave wrong third derivatives through multi-output graphs.)
     if (batch > 1 && !grad_mode_flag() && level_state().live.size() == 1)
@@ -717,6 +787,8 @@ struct ErasedNode : Node {
   virtual GradPtr backward(const GradPtr& g) const = 0;
   // The output's tangent; batch > 0: t holds that many directions (a leading dim).
   virtual GradPtr forward(const GradPtr& t, int64_t batch) const = 0;
+  // The output's structured tangent (structured.hpp); null: the op needs the dense one.
+  virtual StructPtr forward_struct(const StructTangent&, const Shape& /*out_sizes*/) const { return nullptr; }
   GradList apply(GradList& grads) override { return {backward(grads[0])}; }
 };
 
@@ -730,6 +802,12 @@ inline GradPtr record_unary(const GradPtr& in, GradPtr out, std::shared_ptr<Eras
   for (uint64_t level : levels) {
     LevelMask mask(level);
     GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
+    if (level_batch(level) && structure_ok(level))
+      if (StructPtr s = struct_tangent_of(*in, level))
+        if (StructPtr r = node->forward_struct(*s, out->sizes)) {
+          set_tangent(*out, level, nullptr, std::move(r));
+          continue;
+        }
     if (GradPtr t = node->forward(tangent_of(*in, level), level_batch(level))) set_tangent(*out, level, std::move(t));
   }
   if (grad_mode_flag() && impl_requires_grad(*in)) {
@@ -789,6 +867,7 @@ struct ViewNode final : ErasedNode {
       return apply_view(align_batched(t, spec.shape.size(), type), batched_spec(spec, batch), type);
     return apply_view(t, batched_spec(spec, batch), type);
   }
+  StructPtr forward_struct(const StructTangent& s, const Shape& out) const override { return view_struct(s, spec, out); }
 };
 struct EmbedNode final : ErasedNode {
   ViewSpec spec;
@@ -805,6 +884,9 @@ struct EmbedNode final : ErasedNode {
 struct CloneNode final : ErasedNode {
   GradPtr backward(const GradPtr& g) const override { return g; }
   GradPtr forward(const GradPtr& t, int64_t) const override { return t; }
+  StructPtr forward_struct(const StructTangent& s, const Shape&) const override {
+    return std::make_shared<const StructTangent>(s);
+  }
 };
 
 inline GradPtr view_with(const TensorImpl& t, Geometry g) {
@@ -899,6 +981,9 @@ struct SumNode final : ErasedNode {
       s = type->sum(t, dims, keepdim);
     }
     return scale == 1 ? s : type->scale(s, scale);
+  }
+  StructPtr forward_struct(const StructTangent& s, const Shape& out) const override {
+    return sum_struct(s, dims, keepdim, scale, out);
   }
 };
 inline GradPtr record_sum(const GradPtr& in, GradPtr out, const Shape& dims, const Shape& keep_sizes, bool keepdim,
