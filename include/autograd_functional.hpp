@@ -5,6 +5,8 @@
 // takes batched tangents, jacfwd pushes all directions through one pass, and hessian / hvp
 // are forward-over-reverse with every direction in that one pass (chunked when the tangents
 // would grow too large).
+#include <optional>
+
 #include "autograd.hpp"
 
 namespace reel::autograd::functional {
@@ -126,6 +128,46 @@ Tensors<T, D> directions_last(const Tensor<T, D>& all, const Tensors<T, D>& inpu
   }
   return res;
 }
+
+// Structured vector mode (graph.hpp: StructTangent): with one input, sizes automatic and no
+// other level live, every direction goes in one pass whose tangents keep the identity
+// seed's pattern.
+inline bool structure_applies(size_t n_inputs, int64_t total, int64_t chunk_size) {
+  return chunk_size <= 0 && n_inputs == 1 && total > 0 && reel::detail::level_state().live.empty();
+}
+// x with the identity over its elements as its structured tangent at `level`.
+template <class T, class D>
+Tensor<T, D> identity_dual(const Tensor<T, D>& x, uint64_t level) {
+  namespace rd = reel::detail;
+  Tensor<T, D> d = x.view(x.sizes());
+  if (d.impl_ptr() == x.impl_ptr()) d = Tensor<T, D>(rd::plain_alias(x.impl()));
+  const Shape& s = x.sizes();
+  rd::TanTerm term;
+  for (int64_t i = 0; i < s.size(); ++i) term.dim_of.push_back(s[i] > 1 ? static_cast<int>(i) : -1);
+  term.coef = ones<T, D>(Shape(static_cast<size_t>(rd::free_count(term)) + s.size(), 1)).impl_ptr();
+  rd::set_tangent(d.impl(), level, nullptr,
+                  std::make_shared<const rd::StructTangent>(rd::StructTangent{s, s, rd::ir::grad_type_of<T, D>(), {term}}));
+  return d;
+}
+// pass() under the dense chunks' budget: nothing (and a capture in progress forgets the
+// pass's kernels) when a tangent would grow past it. A caller's smaller budget stays.
+template <class R, class Pass>
+std::optional<R> structured_pass(Pass&& pass) {
+  namespace rd = reel::detail;
+  rd::CaptureTrace* trace = rd::capturing();
+  const size_t mark = trace ? trace->mark() : 0;
+  struct Budget {
+    int64_t saved = rd::struct_budget();
+    Budget() { rd::struct_budget() = saved > 0 ? std::min(saved, kTangentBudget) : kTangentBudget; }
+    ~Budget() { rd::struct_budget() = saved; }
+  } budget;
+  try {
+    return pass();
+  } catch (const rd::StructBudgetExceeded&) {
+    if (trace) trace->rollback(mark);
+  }
+  return std::nullopt;
+}
 }  // namespace detail_fn
 
 // {f(inputs), v^T J}; v may be omitted when f returns one element.
@@ -177,6 +219,21 @@ Tensors<T, D> jacfwd(F&& f, const Tensors<T, D>& inputs, int64_t chunk_size = 0)
   int64_t total = 0;
   for (const auto& x : inputs) total += x.numel();
   Shape out_sizes;
+  if (detail_fn::structure_applies(inputs.size(), total, chunk_size))
+    if (auto t = detail_fn::structured_pass<Tensor<T, D>>([&] {
+          forward_ad::dual_level level(total);
+          reel::detail::TangentsAsValues plain(level.id(), true);
+          Tensor<T, D> out = detail_fn::call<T, D>(f, Tensors<T, D>{detail_fn::identity_dual(inputs[0].detach(), level.id())});
+          out_sizes = out.sizes();
+          Tensor<T, D> tan = forward_ad::unpack_dual(out).tangent;
+          if (!tan.defined()) {
+            Shape z = out_sizes;
+            z.insert(0, total);
+            return zeros<T, D>(z);
+          }
+          return tan.detach();
+        }))
+      return detail_fn::directions_last(*t, inputs, out_sizes);
   auto parts = detail_fn::run_chunks<Tensor<T, D>>(total, chunk_size, [&](int64_t first, int64_t k) {
     auto [out, t] = jvp(f, inputs, detail_fn::unit_directions(inputs, first, k));
     out_sizes = out.sizes();
@@ -277,16 +334,7 @@ std::pair<Tensor<T, D>, Tensors<T, D>> grad_tangents(F& f, const Tensors<T, D>& 
   auto p = prepare(inputs, create_graph);
   Tensors<T, D> x;
   if (identity) {
-    namespace rd = reel::detail;
-    Tensor<T, D> d = p[0].view(p[0].sizes());
-    if (d.impl_ptr() == p[0].impl_ptr()) d = Tensor<T, D>(rd::plain_alias(p[0].impl()));
-    const Shape& s = p[0].sizes();
-    rd::TanTerm term;
-    for (int64_t i = 0; i < s.size(); ++i) term.dim_of.push_back(s[i] > 1 ? static_cast<int>(i) : -1);
-    term.coef = ones<T, D>(Shape(static_cast<size_t>(rd::free_count(term)) + s.size(), 1)).impl_ptr();
-    rd::set_tangent(d.impl(), level.id(), nullptr,
-                    std::make_shared<const rd::StructTangent>(rd::StructTangent{s, s, rd::ir::grad_type_of<T, D>(), {term}}));
-    x.push_back(d);
+    x.push_back(identity_dual(p[0], level.id()));
   } else {
     for (size_t i = 0; i < p.size(); ++i) x.push_back(forward_ad::make_dual(p[i], create_graph ? v[i] : v[i].detach()));
   }
@@ -320,22 +368,11 @@ std::vector<Tensors<T, D>> hessian(F&& f, const Tensors<T, D>& inputs, bool crea
   int64_t total = 0;
   for (const auto& x : inputs) total += x.numel();
   std::vector<Tensors<T, D>> parts;
-  // One input, sizes automatic, no other level: every direction in one pass with structured
-  // tangents; chunks of dense directions when a tangent would grow past the chunks' budget.
-  if (chunk_size <= 0 && inputs.size() == 1 && total > 0 && !create_graph && reel::detail::level_state().live.empty()) {
-    reel::detail::CaptureTrace* trace = reel::detail::capturing();
-    const size_t mark = trace ? trace->mark() : 0;
-    struct Budget {  // a caller's smaller budget stays (tests use one to reach the fallback)
-      int64_t saved = reel::detail::struct_budget();
-      Budget() { reel::detail::struct_budget() = saved > 0 ? std::min(saved, detail_fn::kTangentBudget) : detail_fn::kTangentBudget; }
-      ~Budget() { reel::detail::struct_budget() = saved; }
-    } budget;
-    try {
-      parts.push_back(detail_fn::grad_tangents(f, inputs, {}, false, strict, "hessian", true).second);
-    } catch (const reel::detail::StructBudgetExceeded&) {
-      if (trace) trace->rollback(mark);
-    }
-  }
+  // structured tangents where they apply; else (or past the budget) chunks of dense directions
+  if (!create_graph && detail_fn::structure_applies(inputs.size(), total, chunk_size))
+    if (auto t = detail_fn::structured_pass<Tensors<T, D>>(
+            [&] { return detail_fn::grad_tangents(f, inputs, {}, false, strict, "hessian", true).second; }))
+      parts.push_back(std::move(*t));
   if (parts.empty())
     parts = detail_fn::run_chunks<Tensors<T, D>>(total, chunk_size, [&](int64_t first, int64_t k) {
       return detail_fn::grad_tangents(f, inputs, detail_fn::unit_directions(inputs, first, k), create_graph, strict,

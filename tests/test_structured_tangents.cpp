@@ -142,3 +142,24 @@ TEST_CASE("structured hessian: past its budget it starts over in chunks, also wh
   check_same(h1, want);
   check_same(h2, F::hessian(f, Td(X * 2.0), false, false, 1));
 }
+
+TEST_CASE("structured jacfwd: every direction in one pass, against dense passes and jacrev") {
+  Generator gen(19);
+  Td P = randn<double>({5, 3}, gen), W = randn<double>({3, 4}, gen);
+  auto check = [](auto f, const Td& x) {
+    Td j = F::jacfwd(f, x);
+    for (int64_t chunk : {int64_t(1), int64_t(4), x.numel()}) {
+      INFO("chunk ", chunk);
+      check_same(j, F::jacfwd(f, x, chunk));
+    }
+    check_same(j, F::jacrev(f, x));
+  };
+  check([](const Td& p) { return Td(sum(pow(p.unsqueeze(1) - p.unsqueeze(0), 2.0), Shape{2})); }, P);  // [5, 5]
+  check([](const Td& p) { return Td(exp(p) * sum(p, Shape{1}, true)); }, P);
+  check([&](const Td& p) { return Td(tanh(matmul(p, W))).t(); }, P);
+  check([](const Td& p) { return Td(sum(p * p)); }, P);
+  check([](const Td& p) { return Td(p.select(1, 2) * 2.0); }, P);
+  // an output that does not depend on the input: zeros
+  Td j = F::jacfwd([](const Td& p) { return Td(zeros<double>({2}) + 0.0 * sum(p).detach()); }, P);
+  check_same(j, zeros<double>({2, 5, 3}));
+}
