@@ -33,6 +33,46 @@ Tensor<T, D> unit_inner(const Tensor<T, D>& t) {
   return (t.stride(-1) == 1 || t.size(-1) <= 1) && (t.stride(-2) >= t.size(-1) || t.size(-2) <= 1) ? t : t.contiguous();
 }
 
+#ifdef REEL_WITH_BLAS
+// How the BLAS reads t's last two dims in place: row-major (trans false) or a transposed
+// row-major matrix (trans true, e.g. a .mT() view), with leading dimension ld. False: neither.
+template <class T, class D>
+bool blas_layout(const Tensor<T, D>& t, bool& trans, int64_t& ld) {
+  const int64_t r = t.size(-2), c = t.size(-1), s0 = t.stride(-2), s1 = t.stride(-1);
+  trans = !((s1 == 1 || c <= 1) && (s0 >= c || r <= 1));
+  if (!trans) {
+    ld = std::max<int64_t>({s0, c, 1});
+    return true;
+  }
+  ld = std::max<int64_t>({s1, r, 1});
+  return (s0 == 1 || r <= 1) && (s1 >= r || c <= 1);
+}
+// C = op(A) op(B), or C += op(A) op(B), by the BLAS's sgemm / dgemm. False (nothing done)
+// where it does not apply: another type, sizes past int, or inside one of reel's parallel
+// regions (a batch of small products: the BLAS threads its own GEMM, threads never nest).
+template <class T>
+bool blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb,
+               T* C, int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (std::max({m, n, k, lda, ldb, ldc}) > INT_MAX) return false;
+#ifdef _OPENMP
+    if (omp_in_parallel()) return false;
+#endif
+    auto call = [&](auto f) {
+      f(blas::kRowMajor, ta ? blas::kTrans : blas::kNoTrans, tb ? blas::kTrans : blas::kNoTrans, int(m), int(n), int(k),
+        T(1), A, int(lda), B, int(ldb), T(accumulate ? 1 : 0), C, int(ldc));
+    };
+    if constexpr (std::is_same_v<T, float>)
+      call(&blas::sgemm);
+    else
+      call(&blas::dgemm);
+    return true;
+  } else {
+    return false;
+  }
+}
+#endif
+
 template <class T, class D>
 void check_matmul_types() {
   static_assert(!std::is_same_v<T, bool>, "reel::matmul: not implemented for bool tensors");
@@ -60,27 +100,7 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
     return;
   }
 #ifdef REEL_WITH_BLAS
-  // The BLAS threads its own GEMM; inside one of reel's parallel regions (a batch of small
-  // products) Eigen's kernel runs instead, so threads are never nested.
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    const bool fits = std::max({m, n, k, lda, ldb, ldc}) <= INT_MAX;
-#ifdef _OPENMP
-    const bool nested = omp_in_parallel();
-#else
-    const bool nested = false;
-#endif
-    if (fits && !nested) {
-      auto call = [&](auto f) {
-        f(blas::kRowMajor, TA ? blas::kTrans : blas::kNoTrans, TB ? blas::kTrans : blas::kNoTrans, int(m), int(n), int(k),
-          T(1), A, int(lda), B, int(ldb), T(1), C, int(ldc));
-      };
-      if constexpr (std::is_same_v<T, float>)
-        call(&blas::sgemm);
-      else
-        call(&blas::dgemm);
-      return;
-    }
-  }
+  if (blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, true)) return;  // else Eigen's kernel
 #endif
   using namespace Eigen::internal;
   constexpr int LO = TA ? Eigen::ColMajor : Eigen::RowMajor, RO = TB ? Eigen::ColMajor : Eigen::RowMajor;
@@ -109,6 +129,16 @@ Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
     auto kernel = [](const Tensor<T, D>& a0, const Tensor<T, D>& b0, const Tensor<T, D>& out) {
       const int64_t B = a0.size(0), n = a0.size(1), k = a0.size(2), m = b0.size(2);
       using C = compute_t<T>;  // reduced floats multiply in float
+#ifdef REEL_WITH_BLAS
+      // one large product: the BLAS reads transposed operands (a backward's .mT()) in place
+      if (B == 1 && n * m * k > 32 * 32 * 32) {
+        bool ta, tb;
+        int64_t lda, ldb;
+        if (blas_layout(a0, ta, lda) && blas_layout(b0, tb, ldb) &&
+            blas_gemm(ta, tb, n, m, k, a0.data_ptr(), lda, b0.data_ptr(), ldb, out.mutable_data_ptr(), m, false))
+          return;
+      }
+#endif
       auto a = unit_inner(a0.template to<C>()), b = unit_inner(b0.template to<C>());
       auto o = std::is_same_v<C, T> ? Tensor<C, D>(out.impl_ptr()) : empty<C, D>({B, n, m});
       auto run = [&](int64_t i) {

@@ -96,7 +96,14 @@ TEST_CASE_TEMPLATE("float and double GEMM, every transposition and accumulation 
     auto a = randn<T>({n, k}, g), b = randn<T>({k, m}, g);
     auto want = naive(a.to_vector(), b.to_vector(), n, k, m);
     auto at = a.mT().contiguous().mT(), bt = b.mT().contiguous().mT();  // column-major storage
-    for (const auto& c : {mm(a, b), mm(at, b), mm(a, bt), mm(at, bt)}) {
+    // row-major with a leading dimension past the row, column-major likewise, and a layout
+    // no GEMM reads in place (every other column: copied first)
+    auto wide = zeros<T>({n, k + 5}), tall = zeros<T>({m, k + 4}), step = zeros<T>({n, 2 * k});
+    auto a_ld = wide.narrow(1, 2, k), b_ld = tall.narrow(1, 0, k).mT(), a_step = step.slice(1, 0, 2 * k, 2);
+    a_ld.copy_(a);
+    b_ld.copy_(b);
+    a_step.copy_(a);
+    for (const auto& c : {mm(a, b), mm(at, b), mm(a, bt), mm(at, bt), mm(a_ld, b_ld), mm(a_step, bt), mm(at, b_ld)}) {
       auto v = c.to_vector();
       double worst = 0, scale = 0;
       for (size_t i = 0; i < want.size(); ++i) {
