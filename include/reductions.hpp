@@ -179,7 +179,7 @@ void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
         for (int64_t i = 0; i < cnt; ++i) o[i * os] += static_cast<Acc>(in[i * is]);
       }
     }
-  });
+  }, false, true);  // one thread: rows of x accumulate into the same outputs
   const real_t<Acc> n = static_cast<real_t<Acc>>(p.inner);
   if (mean || !std::is_same_v<Acc, T>)  // (a plain sum accumulated in T is already in dst)
     for (int64_t i = 0; i < nout; ++i) dst[i] = static_cast<T>(mean ? acc[i] / n : acc[i]);
@@ -218,6 +218,13 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
             auto pp = plan_reduce(part.sizes(), dims, true, fn);
             sum_strided(part, pp, K == RunKind::Mean, dst + b * per);
           }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(x.numel() / x.size(0), 1)));
+          return;
+        }
+        // reduced dims that are not the innermost (a bias gradient's sum over the batch): one
+        // walk in place rather than a permuted copy (one thread: the same rounding for any count)
+        if (p.outer > 1 && p.inner > 0 && x.numel() < (int64_t(1) << 22) && x.dim() > 0 &&
+            !x.permute(p.perm).is_contiguous()) {
+          sum_strided(x, p, K == RunKind::Mean, out.mutable_data_ptr());
           return;
         }
       }

@@ -221,6 +221,37 @@ TEST_CASE("large float sums with a kept dim 0 (threads split dim 0) accumulate i
   for (float v : mean(y, {2}).to_vector()) CHECK(std::abs(v - 0.1f) <= 1e-7);
 }
 
+TEST_CASE("large sums over leading or middle dims read in place (no permuted copy), with the right values") {
+  Generator gen(23);
+  // a bias gradient's sum over the batch, a transposed input, a middle dim, and a mean
+  auto x = randn<double>({1024, 64}, gen), y = randn<double>({64, 700}, gen).t(), z = randn<double>({40, 30, 50}, gen);
+  auto xv = x.to_vector(), yv = y.contiguous().to_vector(), zv = z.to_vector();
+  std::vector<double> sx(64, 0.0), sy(700, 0.0), sz(40 * 50, 0.0);
+  for (int64_t i = 0; i < 1024; ++i)
+    for (int64_t j = 0; j < 64; ++j) sx[j] += xv[i * 64 + j];
+  for (int64_t i = 0; i < 700; ++i)
+    for (int64_t j = 0; j < 64; ++j) sy[i] += yv[i * 64 + j];
+  for (int64_t i = 0; i < 40; ++i)
+    for (int64_t j = 0; j < 30; ++j)
+      for (int64_t k = 0; k < 50; ++k) sz[i * 50 + k] += zv[(i * 30 + j) * 50 + k];
+  auto check = [](const std::vector<double>& got, const std::vector<double>& want, double div) {
+    REQUIRE(got.size() == want.size());
+    for (size_t q = 0; q < want.size(); ++q) CHECK(got[q] == doctest::Approx(want[q] / div).epsilon(1e-12));
+  };
+  check(sum(x, {0}).to_vector(), sx, 1);
+  check(mean(x, {0}).to_vector(), sx, 1024);
+  check(sum(y, {1}).to_vector(), sy, 1);
+  check(sum(z, {1}).contiguous().to_vector(), sz, 1);
+  // float accumulates in double: the sums of the float values to double precision
+  auto xf = x.to<float>();
+  auto xfv = xf.to<double>().to_vector();
+  std::vector<double> sf(64, 0.0);
+  for (int64_t i = 0; i < 1024; ++i)
+    for (int64_t j = 0; j < 64; ++j) sf[j] += xfv[i * 64 + j];
+  auto got = sum(xf, {0}).to_vector();
+  for (size_t q = 0; q < 64; ++q) CHECK(got[q] == static_cast<float>(sf[q]));
+}
+
 TEST_CASE("cat and stack") {
   auto a = from_vector<float>({1, 2, 3, 4}, {2, 2});
   auto b = from_vector<float>({5, 6}, {1, 2});

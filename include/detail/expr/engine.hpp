@@ -462,7 +462,7 @@ inline void plan_iteration(const Operands& ops, IterPlan& p) {
 // another along the next dim are handed over in one call (ctx.planes, ctx.outer2), so a
 // kernel's per-call setup is paid once per slab, not once per block of short rows.
 using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
-inline void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok = false) {
+inline void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok = false, bool serial = false) {
   int64_t n = numel_of(*ops.sizes[0]);
   if (n == 0) return;
   if (n == 1) {  // one element (scalars, losses, scalar graphs): nothing to plan
@@ -520,7 +520,10 @@ inline void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_
       }
     }
   };
-  parallel_range(n, work);
+  if (serial)
+    work(0, n);
+  else
+    parallel_range(n, work);
 }
 
 constexpr size_t gcd_of(size_t a, size_t b) { return b == 0 ? a : gcd_of(b, a % b); }
