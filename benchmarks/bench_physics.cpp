@@ -2,8 +2,9 @@
 //   1. Lennard-Jones 38 atoms in the tensor formulation of examples/lj_model.hpp (double):
 //      energy vs the hand-written energy loop; gradient (reverse mode) vs the hand-written
 //      analytic gradient; the full 114 x 114 Hessian by functional::hessian (forward over
-//      reverse, all directions in one pass) vs the row-by-row reverse-over-reverse Jacobian
-//      of the gradient (what functional::hessian did before).
+//      reverse, all directions in one pass with structured tangents) vs the row-by-row
+//      reverse-over-reverse Jacobian of the gradient (what functional::hessian did first)
+//      and vs the dense vector mode (all directions as a leading dim of every tangent).
 //   1b. The same three through autograd::compile (capture once, replay the kernels).
 //   2. One PINN training step (examples/pinn_model.hpp: MLP 2-64-64-64-1 tanh, 1024 points,
 //      Laplacian by nested reverse mode, gradient of the loss w.r.t. all weights), float.
@@ -104,6 +105,10 @@ int main(int argc, char** argv) {
   };
   auto h_fwd = [&] { sink += autograd::functional::hessian(lj::energy, P).data_ptr()[0]; };
   row("LJ38 Hessian 114x114: 114 reverse passes vs hessian()", paired_seconds(h_rows, h_fwd, 5), "ms", 1e3);
+  // an explicit chunk size takes the dense vector mode (every direction a slice of each tangent)
+  auto h_dense = [&] { sink += autograd::functional::hessian(lj::energy, P, false, false, 114).data_ptr()[0]; };
+  row("LJ38 Hessian 114x114: dense vector mode vs hessian() (structured)", paired_seconds(h_dense, h_fwd, 5), "ms",
+      1e3);
   auto hessian_c = autograd::compile([](const Td& x) { return autograd::functional::hessian(lj::energy, x); });
   row("LJ38 Hessian 114x114: hessian() vs compile(hessian)",
       paired_seconds(h_fwd, [&] { sink += hessian_c(P).data_ptr()[0]; }, 11), "ms", 1e3);

@@ -206,15 +206,7 @@ inline void capture_refuse(const char* why) {
 }
 
 // Runs `step` (which must own what it uses: tensors by value) now, and keeps it when a
-// capture is recording. `writes`: the storages it writes.
-template <class F>
-void kernel_step(std::initializer_list<const Storage*> writes, F&& step) {
-  if (CaptureTrace* t = capturing())
-    t->record(std::vector<const Storage*>(writes), {}, std::forward<F>(step));
-  else
-    step();
-}
-// The same for a kernel that reads tensors too (`reads`: their storages). The step must
+// capture is recording. `writes` / `reads`: the storages it writes and reads. The step must
 // take its data pointers when it runs (a capture may move buffers), not before.
 template <class F>
 void kernel_step(std::initializer_list<const Storage*> writes, std::initializer_list<const Storage*> reads, F&& step) {
@@ -222,6 +214,11 @@ void kernel_step(std::initializer_list<const Storage*> writes, std::initializer_
     t->record(std::vector<const Storage*>(writes), std::vector<const Storage*>(reads), std::forward<F>(step));
   else
     step();
+}
+// The same for a kernel that reads no tensor.
+template <class F>
+void kernel_step(std::initializer_list<const Storage*> writes, F&& step) {
+  kernel_step(writes, {}, std::forward<F>(step));
 }
 
 }  // namespace reel::detail

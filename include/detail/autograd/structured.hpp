@@ -159,6 +159,37 @@ inline StructPtr view_struct(const StructTangent& s, const ViewSpec& v, const Sh
       }
       break;
     }
+    case ViewSpec::Select: {  // a coordinate picked (x.select(1, 0)): a component it equals becomes free
+      const int64_t d = wrap_dim(v.a, ni, "select"), i = v.b < 0 ? v.b + in[d] : v.b;
+      for (const TanTerm& t : s.terms) {
+        const int nf = free_count(t);
+        GradPtr c = t.coef;
+        if (c->sizes[nf + d] == 1) {  // broadcast along d: the same coefficient at every index
+          Shape cs = c->sizes;
+          cs.erase(nf + d);
+          c = reshaped(c, std::move(cs), s.type);
+        } else {
+          c = apply_view(c, {ViewSpec::Select, nf + d, i, 0, 0, {}}, s.type);
+        }
+        TanTerm u{t.dim_of, nullptr};
+        const auto q = std::find(t.dim_of.begin(), t.dim_of.end(), static_cast<int>(d)) - t.dim_of.begin();
+        if (q < static_cast<int64_t>(t.dim_of.size())) {
+          // t[k, s'] = c[.., s'] [k_q == i]: the component's coefficient is c at index i, 0 elsewhere
+          const int pos = static_cast<int>(std::count(t.dim_of.begin(), t.dim_of.begin() + q, -1));
+          Shape zs = c->sizes;
+          zs.insert(pos, s.comps[q]);
+          GradPtr z = s.type->zeros(zs);
+          s.type->copy_into(apply_view(z, {ViewSpec::Select, pos, i, 0, 0, {}}, s.type), c);
+          c = z;
+          u.dim_of[q] = -1;
+        }
+        for (int& e : u.dim_of)
+          if (e > d) --e;
+        u.coef = std::move(c);
+        r.terms.push_back(std::move(u));
+      }
+      break;
+    }
     default: return nullptr;
   }
   return finish_struct(std::move(r));
