@@ -157,6 +157,17 @@ inline uint64_t current_level() {
   return live.back();
 }
 
+namespace detail_fw {
+// A view of x with a handle of its own (a tangent set on it stays off x); reverse-mode
+// gradients flow to x.
+template <class T, class D>
+Tensor<T, D> own_view(const Tensor<T, D>& x) {
+  Tensor<T, D> v = x.view(x.sizes());
+  if (v.impl_ptr() == x.impl_ptr()) v = Tensor<T, D>(reel::detail::plain_alias(x.impl()));
+  return v;
+}
+}  // namespace detail_fw
+
 // A tensor whose value is `primal` and whose tangent at the current level is `tangent`.
 // It is a view of primal, so reverse-mode gradients flow to primal.
 template <class T, class D>
@@ -172,8 +183,7 @@ Tensor<T, D> make_dual(const Tensor<T, D>& primal, const Tensor<T, D>& tangent) 
     REEL_CHECK(tangent.sizes() == primal.sizes(), value_error, "make_dual: expected the tangent to have the same shape as ",
                "the primal, got ", tangent.sizes(), " and ", primal.sizes());
   }
-  Tensor<T, D> out = primal.view(primal.sizes());
-  if (out.impl_ptr() == primal.impl_ptr()) out = Tensor<T, D>(reel::detail::plain_alias(primal.impl()));
+  Tensor<T, D> out = detail_fw::own_view(primal);
   reel::detail::set_tangent(out.impl(), level, tangent.impl_ptr());
   return out;
 }
@@ -188,8 +198,7 @@ UnpackedDual<T, D> unpack_dual(const Tensor<T, D>& t) {
   uint64_t level = current_level();
   auto tan = reel::detail::tangent_of(t.impl(), level);
   if (!tan) return {t, Tensor<T, D>()};
-  Tensor<T, D> p = t.view(t.sizes());
-  if (p.impl_ptr() == t.impl_ptr()) p = Tensor<T, D>(reel::detail::plain_alias(t.impl()));
+  Tensor<T, D> p = detail_fw::own_view(t);
   reel::detail::set_tangent(p.impl(), level, nullptr);
   return {p, Tensor<T, D>(tan)};
 }

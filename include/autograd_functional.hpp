@@ -139,8 +139,7 @@ inline bool structure_applies(size_t n_inputs, int64_t total, int64_t chunk_size
 template <class T, class D>
 Tensor<T, D> identity_dual(const Tensor<T, D>& x, uint64_t level) {
   namespace rd = reel::detail;
-  Tensor<T, D> d = x.view(x.sizes());
-  if (d.impl_ptr() == x.impl_ptr()) d = Tensor<T, D>(rd::plain_alias(x.impl()));
+  Tensor<T, D> d = forward_ad::detail_fw::own_view(x);
   const Shape& s = x.sizes();
   rd::TanTerm term;
   for (int64_t i = 0; i < s.size(); ++i) term.dim_of.push_back(s[i] > 1 ? static_cast<int>(i) : -1);
