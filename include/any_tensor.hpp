@@ -2,9 +2,10 @@
 // AnyTensor: a tensor whose element type is known only at run time (loaded checkpoints,
 // foreign buffers). It shares the representation of Tensor<T, D>, so converting between
 // the two is a checked re-wrap, never a copy.
+#include "detail/config.hpp"
 #include "products.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 class AnyTensor {
  public:

@@ -2,13 +2,14 @@
 // asarray: a tensor over a foreign buffer described like Python's buffer protocol
 // (PEP 3118). The declared format decides the dtype: byte order, standard vs native sizes
 // and the item size are all checked, never guessed from the item size alone.
+#include "detail/config.hpp"
 #include <bit>
 #include <cstring>
 #include <string>
 
 #include "any_tensor.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 struct BufferInfo {
   void* ptr = nullptr;

@@ -1,11 +1,12 @@
 #pragma once
 // The public autograd API (PyTorch's torch.autograd): grad, backward, grad-mode guards and
 // forward mode (forward_ad). The tape and the recording live in detail/autograd/.
+#include "detail/config.hpp"
 #include <span>
 
 #include "products.hpp"
 
-namespace reel::autograd {
+namespace reel::inline REEL_ABI::autograd {
 
 inline bool is_grad_enabled() { return detail::grad_mode_flag(); }
 inline void set_grad_enabled(bool on) { detail::grad_mode_flag() = on; }

@@ -29,6 +29,7 @@
 // Calls are serialized (one replay at a time per compiled function). Each signature keeps
 // its intermediate buffers until clear(), in one block where buffers whose lifetimes do
 // not overlap share bytes (an eager run's peak, not the sum of its temporaries).
+#include "detail/config.hpp"
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -38,7 +39,7 @@
 
 #include "autograd.hpp"
 
-namespace reel::autograd {
+namespace reel::inline REEL_ABI::autograd {
 
 namespace detail_compile {
 using reel::detail::TensorImpl;

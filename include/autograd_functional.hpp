@@ -5,11 +5,12 @@
 // takes batched tangents, jacfwd pushes all directions through one pass, and hessian / hvp
 // are forward-over-reverse with every direction in that one pass (chunked when the tangents
 // would grow too large).
+#include "detail/config.hpp"
 #include <optional>
 
 #include "autograd.hpp"
 
-namespace reel::autograd::functional {
+namespace reel::inline REEL_ABI::autograd::functional {
 
 template <class T, class D>
 using Tensors = std::vector<Tensor<T, D>>;

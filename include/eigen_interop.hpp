@@ -1,8 +1,9 @@
 #pragma once
 // Zero-copy views of tensors as Eigen objects, and tensors from Eigen objects.
+#include "detail/config.hpp"
 #include "factories.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 // A row-major Eigen::Map over a contiguous 2-d (or 1-d: one row) CPU tensor's storage.
 template <class T>

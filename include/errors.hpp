@@ -1,6 +1,7 @@
 #pragma once
 // Exceptions and warnings. Categories mirror the Python ones PyTorch users know, so a
 // `catch (const reel::value_error&)` reads like `except ValueError`.
+#include "detail/config.hpp"
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -12,7 +13,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 struct error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -120,25 +121,13 @@ struct WarningState {
   std::set<std::string> seen;  // for Default (per message+category) and Once (per message)
   std::function<void(const Warning&)> sink;
 };
-inline WarningState& warning_state() {
-  static WarningState s;
-  return s;
-}
+REEL_INLINE WarningState& warning_state();
 }  // namespace detail
 
 // Python semantics: `default` prints a given warning once per message, `once` once per
 // message text regardless of category, `ignore` drops, `error` raises warning_error.
-inline void set_warning_action(WarningAction a) {
-  auto& s = detail::warning_state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.action = a;
-  s.seen.clear();
-}
-inline WarningAction warning_action() {
-  auto& s = detail::warning_state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  return s.action;
-}
+REEL_INLINE void set_warning_action(WarningAction a);
+REEL_INLINE WarningAction warning_action();
 // Where warnings go (stderr when unset). Returns the previous sink.
 inline std::function<void(const Warning&)> set_warning_sink(std::function<void(const Warning&)> f) {
   auto& s = detail::warning_state();
@@ -147,28 +136,10 @@ inline std::function<void(const Warning&)> set_warning_sink(std::function<void(c
   return f;
 }
 
-inline void warn(const std::string& message, const std::string& category = "UserWarning") {
-  auto& s = detail::warning_state();
-  std::function<void(const Warning&)> sink;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    switch (s.action) {
-      case WarningAction::Ignore: return;
-      case WarningAction::Error: throw warning_error(category + ": " + message);
-      case WarningAction::Default:
-        if (!s.seen.insert(category + "\x1f" + message).second) return;
-        break;
-      case WarningAction::Once:
-        if (!s.seen.insert(message).second) return;
-        break;
-    }
-    sink = s.sink;
-  }
-  Warning w{category, message};
-  if (sink)
-    sink(w);
-  else
-    std::fprintf(stderr, "%s: %s\n", w.category.c_str(), w.message.c_str());
-}
+REEL_INLINE void warn(const std::string& message, const std::string& category = "UserWarning");
 
 }  // namespace reel
+
+#ifndef REEL_COMPILED_LIB
+#include "errors-inl.hpp"
+#endif

@@ -2,6 +2,7 @@
 // Factories. Range factories compute in double (float for float, as PyTorch does) and round
 // once, filling the first half from `start` and the second half back from `end` so both end
 // points are exact. All index math is 64-bit.
+#include "detail/config.hpp"
 #include <cmath>
 #include <span>
 #include <vector>
@@ -9,7 +10,7 @@
 #include "detail/random/philox.hpp"
 #include "tensor.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 template <class T, class D = CPU> Tensor<T, D> empty(Shape s) { return detail::make_tensor<T, D>(std::move(s)); }
 template <class T, class D = CPU> Tensor<T, D> full(Shape s, T v) {

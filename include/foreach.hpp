@@ -9,12 +9,13 @@
 // anything else (strided views, tensors that record history or carry tangents) goes through
 // reel's expressions, so autograd sees the op exactly as it would see the per-tensor loop.
 // Lists of AnyTensor may mix dtypes: they are grouped by dtype and device first.
+#include "detail/config.hpp"
 #include <map>
 
 #include "any_tensor.hpp"
 #include "autograd.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 namespace foreach {
 
 #if defined(__GNUC__) && !defined(__clang__)

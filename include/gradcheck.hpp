@@ -6,12 +6,13 @@
 // Complex inputs follow PyTorch's convention: for a real loss L, the gradient with respect to
 // z = a + ib is dL/da + i dL/db, and a gradient g of a complex output y stands for the loss
 // L = Re(conj(g) y). Finite differences perturb a and b separately.
+#include "detail/config.hpp"
 #include <functional>
 #include <sstream>
 
 #include "autograd.hpp"
 
-namespace reel::autograd {
+namespace reel::inline REEL_ABI::autograd {
 
 struct GradcheckOptions {
   double eps = 1e-6;

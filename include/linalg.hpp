@@ -10,6 +10,7 @@
 // instead of recomputing anything. Forward rules never use the op's own output: with nested
 // dual levels that output lacks the tangents of the levels not yet processed, which is how
 // PyTorch came to drop the d(A^-1) = -A^-1 dA A^-1 term.
+#include "detail/config.hpp"
 #include <Eigen/Cholesky>
 #include <Eigen/Eigenvalues>
 #include <Eigen/LU>
@@ -17,7 +18,7 @@
 
 #include "products.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 namespace linalg {
 template <class T, class D = CPU>
 struct SlogdetResult {

@@ -7,6 +7,7 @@
 // or a std::set of handles ordered by address) would silently pair a checkpoint's moments
 // with the wrong tensors. Such containers do not compile; sources whose order reel cannot
 // check warn (FutureWarning: this will become an error).
+#include "detail/config.hpp"
 #include <deque>
 #include <list>
 #include <map>
@@ -22,11 +23,11 @@
 #include "foreach.hpp"
 
 // The fused CUDA optimizer steps (specialized in detail/cuda/multi_tensor.cuh, <cuda.hpp>).
-namespace reel::detail {
+namespace reel::inline REEL_ABI::detail {
 template <class D> struct DeviceOptim;
 }
 
-namespace reel::optim {
+namespace reel::inline REEL_ABI::optim {
 
 // Declares a container type's iteration order stable (specialize for your own containers).
 template <class C> struct is_ordered_param_source : std::false_type {};
@@ -696,7 +697,7 @@ REEL_OPTIMIZER_GUIDES(AdamW)
 
 }  // namespace reel::optim
 
-namespace reel::nn::utils {
+namespace reel::inline REEL_ABI::nn::utils {
 // Scales the gradients so their total norm is at most max_norm; returns the total norm
 // (of all gradients viewed as one vector). PyTorch's clip_grad_norm_: the coefficient is
 // max_norm / (total + 1e-6), clamped at 1, and every gradient is multiplied by it.

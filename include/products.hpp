@@ -4,6 +4,7 @@
 // BLAS's sgemm / dgemm. Row-major operands are used in place, others are copied to
 // row-major first; reduced floats are multiplied in float and rounded once, as PyTorch does
 // on the CPU.
+#include "detail/config.hpp"
 #include <climits>
 
 #include "reductions.hpp"
@@ -11,7 +12,7 @@
 #ifdef REEL_WITH_BLAS
 // The CBLAS entry points, declared under reel's own names (asm labels bind them to the
 // library's symbols), so a user's <cblas.h>, whose enum-typed prototypes differ, never clashes.
-namespace reel::detail::blas {
+namespace reel::inline REEL_ABI::detail::blas {
 void sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
            float beta, float* c, int ldc) __asm__("cblas_sgemm");
 void dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
@@ -20,7 +21,7 @@ inline constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;  // CBLAS_OR
 }  // namespace reel::detail::blas
 #endif
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 namespace detail {
 // CUDA tensors multiply through cuBLASLt: DeviceGemm<CUDA> (detail/cuda/blaslt.hpp, from

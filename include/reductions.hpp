@@ -2,12 +2,13 @@
 // Reductions, scans, sorting and histograms. A reduction over any set of dims is done by
 // permuting the reduced dims to the end, so every output element reduces one contiguous
 // run; runs are reduced with Eigen (vectorized) and split between threads.
+#include "detail/config.hpp"
 #include <algorithm>
 #include <numeric>
 
 #include "factories.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 namespace detail {
 

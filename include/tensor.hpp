@@ -1,5 +1,6 @@
 #pragma once
 // Tensor<T, Device>: a cheap, aliasing handle to a strided view of shared storage.
+#include "detail/config.hpp"
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -9,7 +10,7 @@
 #include "detail/autograd/graph.hpp"
 #include "detail/geometry.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 template <class T, class D = CPU>
 class Tensor;

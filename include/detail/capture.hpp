@@ -11,6 +11,7 @@
 // in-place write (version bump) that no kept kernel made, a read of values on the host
 // (item, to_vector: control flow would be frozen), random draws, and accumulation into
 // .grad. Only the outermost kernel is kept: kernels called inside it run as its parts.
+#include "config.hpp"
 #include <algorithm>
 #include <utility>
 #include <initializer_list>
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace reel::detail {
+namespace reel::inline REEL_ABI::detail {
 
 struct Storage;
 
@@ -137,60 +138,6 @@ class CaptureTrace {
   int depth_ = 0;
 };
 
-inline std::vector<const Storage*> CaptureTrace::fold_constants() {
-  const size_t n = steps_.size();
-  std::vector<const Storage*> fresh;
-  for (auto& [w, p] : fresh_)
-    if (!w.expired()) fresh.push_back(p);
-  // each storage's writers and readers, by step index
-  std::vector<std::pair<const Storage*, size_t>> wr, rd;
-  for (size_t i = 0; i < n; ++i) {
-    for (const Storage* p : writes_[i]) wr.emplace_back(p, i);
-    for (const Storage* p : reads_[i]) rd.emplace_back(p, i);
-  }
-  std::sort(fresh.begin(), fresh.end());
-  std::sort(wr.begin(), wr.end());
-  std::sort(rd.begin(), rd.end());
-  auto range = [](const auto& v, const Storage* p) {
-    return std::equal_range(v.begin(), v.end(), std::pair<const Storage*, size_t>(p, 0),
-                            [](const auto& a, const auto& b) { return a.first < b.first; });
-  };
-  std::vector<char> c(n, 1);  // the largest set of constant kernels: start from all, drop
-  auto constant = [&](const Storage* p) {
-    if (!std::binary_search(fresh.begin(), fresh.end(), p)) return false;  // an argument, a weight
-    auto [wb, we] = range(wr, p);
-    if (wb == we) return false;
-    size_t last = 0;
-    for (auto it = wb; it != we; ++it) {
-      if (!c[it->second]) return false;
-      last = std::max(last, it->second);
-    }
-    auto [rb, re] = range(rd, p);
-    for (auto it = rb; it != re; ++it)
-      if (!c[it->second] && it->second < last) return false;  // a replayed kernel reads it before its value is final
-    return true;
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (!c[i]) continue;
-      bool ok = true;
-      for (const Storage* p : reads_[i]) ok = ok && constant(p);
-      for (const Storage* p : writes_[i]) ok = ok && constant(p);
-      if (!ok) {
-        c[i] = 0;
-        changed = true;
-      }
-    }
-  }
-  std::vector<const Storage*> out;
-  for (size_t i = 0; i < n; ++i)
-    if (c[i])
-      for (const Storage* p : writes_[i])
-        if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
-  folded_ = std::move(c);
-  return out;
-}
 
 inline CaptureTrace*& capture_slot() {
   thread_local CaptureTrace* t = nullptr;
@@ -201,9 +148,7 @@ inline CaptureTrace* capturing() {
   CaptureTrace* t = capture_slot();
   return t && !t->inside_step() ? t : nullptr;
 }
-inline void capture_refuse(const char* why) {
-  if (CaptureTrace* t = capturing()) t->refuse(why);
-}
+REEL_INLINE void capture_refuse(const char* why);
 
 // Runs `step` (which must own what it uses: tensors by value) now, and keeps it when a
 // capture is recording. `writes` / `reads`: the storages it writes and reads. The step must
@@ -222,3 +167,7 @@ void kernel_step(std::initializer_list<const Storage*> writes, F&& step) {
 }
 
 }  // namespace reel::detail
+
+#ifndef REEL_COMPILED_LIB
+#include "capture-inl.hpp"
+#endif

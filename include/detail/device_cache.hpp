@@ -40,6 +40,7 @@
 //   void event_synchronize(E e)                  waits for e;
 //   void destroy_event(E e)                      must not throw.
 // E is any copyable handle type.
+#include "config.hpp"
 #include <algorithm>
 #include <cstdint>
 #include <deque>
@@ -52,7 +53,7 @@
 
 #include "../errors.hpp"
 
-namespace reel::detail {
+namespace reel::inline REEL_ABI::detail {
 
 // A stream's identity (with CUDA: cudaStreamGetId's, unique for the life of the program).
 using StreamId = uint64_t;

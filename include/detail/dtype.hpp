@@ -1,5 +1,6 @@
 #pragma once
 // Element types, the ScalarType enum, and PyTorch's type promotion resolved at compile time.
+#include "config.hpp"
 #include <Eigen/Core>
 #include <complex>
 #include <cstdint>
@@ -10,7 +11,7 @@
 #include "hd.hpp"
 #include "numeric/float8.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 using half = Eigen::half;
 using bfloat16 = Eigen::bfloat16;

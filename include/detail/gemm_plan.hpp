@@ -18,12 +18,13 @@
 //   - C: layout rows n, cols m, ld ldc.
 // cuBLASLt wants ld >= rows of each layout, which for a row-major matrix is ld >= its
 // number of columns: exactly the row-major condition.
+#include "config.hpp"
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
-namespace reel::detail {
+namespace reel::inline REEL_ABI::detail {
 
 enum class GemmDtype : uint8_t { Float32, Float64, Float16, BFloat16 };
 // Accumulation: fp32 for fp32 / fp16 / bf16 inputs (optionally TF32 tensor cores for fp32

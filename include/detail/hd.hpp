@@ -1,5 +1,6 @@
 #pragma once
 // Functions that device code calls too (op bodies, element conversion) are marked REEL_HD.
+#include "config.hpp"
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -8,7 +9,7 @@
 #define REEL_HD
 #endif
 
-namespace reel::detail {
+namespace reel::inline REEL_ABI::detail {
 
 // A product and a sum, each rounded on its own, on every device and under any flags. nvcc
 // contracts `a * b + c` into one fused multiply-add by default (--fmad=true), and g++ does

@@ -3,13 +3,14 @@
 // CUDA so the CPU test suite checks them. All index arithmetic is 64-bit: a tensor of
 // 2^32 + 2^20 elements must have every element written (a 32-bit thread index, or a
 // 32-bit product blockIdx * blockDim, wraps around and silently skips or repeats elements).
+#include "config.hpp"
 #include <algorithm>
 #include <cstdint>
 
 #include "expr/engine.hpp"
 #include "hd.hpp"
 
-namespace reel::detail {
+namespace reel::inline REEL_ABI::detail {
 
 struct Launch1D {
   int64_t blocks = 0;  // gridDim.x

@@ -11,6 +11,7 @@
 // is bounded by the 4 KiB kernel parameter limit: that bound fixes how many slots and
 // blocks a launch can have. A tensor whose chunks do not all fit one launch continues in
 // the next (it then has a slot in both); empty tensors get no slot at all.
+#include "config.hpp"
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +21,7 @@
 
 #include "../errors.hpp"
 
-namespace reel::detail::mta {
+namespace reel::inline REEL_ABI::detail::mta {
 
 // ---- the kernel argument layout and the limits it implies
 inline constexpr size_t kParamLimit = 4096;  // bytes of kernel parameters (all architectures)

@@ -1,6 +1,7 @@
 #pragma once
 // Shape: a small vector of int64_t with inline room for the common ranks, so creating a
 // tensor does not pay two extra heap allocations for its sizes and strides.
+#include "config.hpp"
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -12,7 +13,7 @@
 
 #include "../errors.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 class Shape {
  public:
@@ -135,11 +136,7 @@ class Shape {
   int64_t cap_ = 0;
 };
 
-inline std::string to_string(const Shape& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
+REEL_INLINE std::string to_string(const Shape& s);
 
 namespace detail {
 
@@ -193,22 +190,7 @@ inline int64_t wrap_dim(int64_t d, int64_t ndim, const char* fn = "dim") {
   return d < 0 ? d + n : d;
 }
 
-inline Shape broadcast_shapes(const Shape& a, const Shape& b) {
-  int64_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t ai = i - (n - a.size()), bi = i - (n - b.size());
-    int64_t x = ai >= 0 ? a[ai] : 1, y = bi >= 0 ? b[bi] : 1;
-    if (x == y || y == 1)
-      out[i] = x;
-    else if (x == 1)
-      out[i] = y;
-    else
-      raise<value_error>("shapes ", a, " and ", b, " cannot be broadcast together (size ", x, " vs ", y,
-                         " at dimension ", i, ")");
-  }
-  return out;
-}
+REEL_INLINE Shape broadcast_shapes(const Shape& a, const Shape& b);
 
 // Element offset of the idx-th element (row-major order) of a strided tensor. All 64-bit.
 inline int64_t linear_to_offset(int64_t idx, const Shape& sizes, const Shape& strides) {
@@ -224,3 +206,7 @@ inline int64_t linear_to_offset(int64_t idx, const Shape& sizes, const Shape& st
 
 }  // namespace detail
 }  // namespace reel
+
+#ifndef REEL_COMPILED_LIB
+#include "shape-inl.hpp"
+#endif

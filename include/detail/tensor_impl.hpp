@@ -1,11 +1,12 @@
 #pragma once
+#include "config.hpp"
 #include <memory>
 
 #include "dtype.hpp"
 #include "shape.hpp"
 #include "storage.hpp"
 
-namespace reel::detail {
+namespace reel::inline REEL_ABI::detail {
 
 // Autograd attaches its per-tensor state here (next layer up); the core only carries it.
 struct AutogradMetaBase {

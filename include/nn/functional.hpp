@@ -1,8 +1,9 @@
 #pragma once
 // nn::functional: activations and small building blocks written with reel ops.
+#include "../detail/config.hpp"
 #include "../products.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 // erf (for gelu): scalar form only; Eigen's vector erf lives in an unsupported module.
 struct ErfOp : FloatRule {

@@ -18,15 +18,16 @@
 // logsumexp; backward recomputes each chunk's logits and folds grad_output[n] into row n.
 // Higher-order derivatives (create_graph, forward mode) use the dense formula with reel ops,
 // which does hold [N, V]: the fused kernel is for first-order training.
+#include "../detail/config.hpp"
 #include "loss.hpp"
 
-namespace reel::detail {
+namespace reel::inline REEL_ABI::detail {
 // CUDA tensors run the fused op of detail/cuda/lce.cuh (from <cuda.hpp>): its
 // DeviceLce<CUDA> is the only definition, so CPU translation units never see CUDA code.
 template <class D> struct DeviceLce;
 }  // namespace reel::detail
 
-namespace reel::nn::functional {
+namespace reel::inline REEL_ABI::nn::functional {
 
 template <class T = float, class D = CPU>
 struct LinearCrossEntropyOptions {

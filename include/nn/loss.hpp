@@ -2,9 +2,10 @@
 // cross_entropy (the unfused reference, composed of differentiable reel ops) with PyTorch's
 // exact semantics: class-index or probability targets, class weights, ignore_index,
 // label smoothing, reductions none / mean / sum, and [N, C, d1, ...] inputs.
+#include "../detail/config.hpp"
 #include "functional.hpp"
 
-namespace reel::nn::functional {
+namespace reel::inline REEL_ABI::nn::functional {
 
 enum class Reduction { None, Mean, Sum };
 

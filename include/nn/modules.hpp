@@ -5,9 +5,10 @@
 // A module keeps its parameters as named tensor handles, in registration order (a child's
 // parameters are registered under "child.name"). Handles alias, so a module can be moved or
 // copied (into a std::vector, say) and the optimizer still updates the same tensors.
+#include "../detail/config.hpp"
 #include "linear_cross_entropy.hpp"
 
-namespace reel::nn {
+namespace reel::inline REEL_ABI::nn {
 
 namespace functional {
 template <TensorLike X> auto silu(const X& x) {

@@ -8,6 +8,7 @@
 // Host and device code, no CUDA: everything but the kernel launch is shared with the CPU,
 // where tests run it with the ops' host functions (ProgramEvalGuard), so it is tested on
 // every autograd graph the CPU suites build, without a GPU.
+#include "../config.hpp"
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -17,7 +18,7 @@
 #include "../launch_plan.hpp"
 #include "ir.hpp"
 
-namespace reel::detail::ir {
+namespace reel::inline REEL_ABI::detail::ir {
 
 // Values per thread (16 bytes each); a slot is reused once its value's last reader ran.
 inline constexpr int kProgSlots = 32;
@@ -182,13 +183,7 @@ REEL_HD inline void run_program_at(const ProgNode* prog, const ProgLaunch& a, in
 // Tests: while a ProgramEvalGuard is alive, or in a process started with REEL_IR_EVAL=program
 // in its environment, CPU graphs are evaluated by the device interpreter (with the ops' host
 // apply_elem), so the CPU autograd suites exercise the device path (tests/CMakeLists.txt).
-inline bool program_eval_from_env() {
-  static const bool on = [] {
-    const char* e = std::getenv("REEL_IR_EVAL");
-    return e && std::string_view(e) == "program";
-  }();
-  return on;
-}
+REEL_INLINE bool program_eval_from_env();
 inline bool& program_eval_flag() {
   thread_local bool on = program_eval_from_env();
   return on;
@@ -201,13 +196,11 @@ struct ProgramEvalGuard {
   ~ProgramEvalGuard() { program_eval_flag() = prev; }
 };
 
-inline void evaluate_host(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
-                          std::span<TensorImpl* const> outs, const std::vector<char>& live) {
-  if (!program_eval_flag()) return evaluate_cpu(g, leaves, roots, outs, live);
-  thread_local std::vector<ProgNode> prog;
-  ProgLaunch a;
-  if (!prepare_program(g, leaves, roots, outs, live, [](const OpInfo* op) { return op->elem; }, prog, a)) return;
-  for (int64_t i = 0; i < a.numel; ++i) run_program_at(prog.data(), a, i);
-}
+REEL_INLINE void evaluate_host(const Graph& g, std::span<const TensorImpl* const> leaves, std::span<const int> roots,
+                          std::span<TensorImpl* const> outs, const std::vector<char>& live);
 
 }  // namespace reel::detail::ir
+
+#ifndef REEL_COMPILED_LIB
+#include "ir_program-inl.hpp"
+#endif

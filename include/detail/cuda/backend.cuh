@@ -8,6 +8,7 @@
 // pass over memory, as on the CPU. Broadcasting and strides come from the engine's own plan
 // (broadcast strides, contiguous dims merged); each element's operand offsets come from an
 // offset calculator with 64-bit arithmetic (no int32 index anywhere).
+#include "../config.hpp"
 #include <cub/device/device_reduce.cuh>
 #include <thrust/execution_policy.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -24,7 +25,7 @@
 #include "device_errors.hpp"
 #include "runtime.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 namespace detail::cuda {
 
 static_assert(sizeof(int64_t) == 8);
@@ -342,7 +343,7 @@ struct ConvertTo {
 
 #include "ir_eval.cuh"  // autograd's graphs on the GPU
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 // ------------------------------------------------------------------ the engine's CUDA backend
 namespace detail {
 template <>

@@ -12,6 +12,7 @@
 // heuristic picks is cached per problem (gemm_plan.hpp's GemmKey: device, dtypes, compute
 // type, shape, transposes, leading dims, batch and strides, operand alignment), together
 // with the descriptors it was chosen for, so a repeated product costs one map lookup.
+#include "../config.hpp"
 #include <cublasLt.h>
 
 #include <atomic>
@@ -25,7 +26,7 @@
 #include "check.hpp"
 #include "runtime.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 namespace detail::cuda {
 
 [[noreturn, gnu::cold]] inline void raise_cublaslt(const char* call, cublasStatus_t st, const char* file, int line) {
@@ -44,7 +45,7 @@ namespace detail::cuda {
       ::reel::detail::cuda::raise_cublaslt(#call, reel_cublaslt_status_, __FILE__, __LINE__); \
   } while (0)
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 namespace gpu {  // (reel's public CUDA namespace; see runtime.hpp for why not `cuda`)
 // torch.backends.cuda.matmul.allow_tf32: let fp32 GEMMs use TF32 tensor cores (10-bit

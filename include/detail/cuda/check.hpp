@@ -8,11 +8,12 @@
 // does) would be reported again by the next, innocent launch. raise_cuda clears it first.
 // (Sticky errors, such as an illegal address inside a kernel, corrupt the context and
 // cannot be cleared: every later call reports them, which is the truth.)
+#include "../config.hpp"
 #include <cuda_runtime.h>
 
 #include "../../errors.hpp"
 
-namespace reel::detail::cuda {
+namespace reel::inline REEL_ABI::detail::cuda {
 
 [[noreturn, gnu::cold]] inline void raise_cuda(const char* call, cudaError_t st, const char* file, int line) {
   (void)cudaGetLastError();

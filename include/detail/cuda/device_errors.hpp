@@ -10,6 +10,7 @@
 // an index_error saying which kind of kernel reported what. So, as with PyTorch's device-side
 // asserts, a bad index surfaces at the next synchronization rather than at the call (but
 // without destroying the CUDA context).
+#include "../config.hpp"
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,7 +20,7 @@
 
 #include "check.hpp"
 
-namespace reel::detail::cuda {
+namespace reel::inline REEL_ABI::detail::cuda {
 
 enum class DeviceErrorSite : int32_t { Gather = 1, ScatterAdd, CrossEntropyTarget };
 

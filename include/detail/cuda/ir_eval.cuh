@@ -16,6 +16,7 @@
 // of one .cu file needs nothing. The op's module and the evaluator's are compared (by the
 // address of an inline device function each module has one copy of) and a mismatch is an
 // error saying so, not a wrong result.
+#include "../config.hpp"
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -23,7 +24,7 @@
 #include "../autograd/ir_program.hpp"
 #include "runtime.hpp"
 
-namespace reel::detail::cuda {
+namespace reel::inline REEL_ABI::detail::cuda {
 
 inline constexpr int kMaxDevices = 64;
 

@@ -14,13 +14,14 @@
 //   - Gradients of dW and db are accumulated in A and cast to the input dtype at the end.
 // Higher-order derivatives (create_graph, forward mode) are not implemented on CUDA: they
 // raise not_implemented_error (the CPU uses a dense formula whose reductions CUDA lacks).
+#include "../config.hpp"
 #include <memory>
 #include <tuple>
 
 #include "blaslt.hpp"
 #include "device_errors.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 namespace detail::cuda::lce {
 
 inline constexpr int kRowThreads = 256;     // per row: a multiple of 32, at most 1024

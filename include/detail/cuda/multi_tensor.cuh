@@ -12,6 +12,7 @@
 // rounded once when stored. Arithmetic goes through rn<C>, whose operators are the
 // round-to-nearest intrinsics: nvcc would otherwise contract a * b + c into one FMA, and the
 // results would no longer match the CPU (Eigen, which does not contract) to the last bit.
+#include "../config.hpp"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -27,7 +28,7 @@
 #include "check.hpp"
 #include "runtime.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 namespace detail::cuda::mt {
 
 inline constexpr int kThreads = 512;  // threads per block: 128 elements each for a 64 Ki chunk

@@ -1,6 +1,7 @@
 #pragma once
 // Device memory, streams and host <-> device copies. Host code only: it compiles with g++
 // when REEL_WITH_CUDA is defined and the CUDA headers are on the include path, and with nvcc.
+#include "../config.hpp"
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -14,7 +15,7 @@
 #include "check.hpp"
 #include "device_errors.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 template <class T, class D> class Tensor;
 namespace detail::cuda {
 

@@ -1,9 +1,10 @@
 #pragma once
 // Writing expressions into existing storage, and the Tensor members that need the engine
 // and the op definitions.
+#include "../config.hpp"
 #include "ops.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 namespace detail {
 
 // The leaves of an expression about to be evaluated, when autograd must record it (their
@@ -58,7 +59,7 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
 }  // namespace detail
 }  // namespace reel
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 // ------------------------------------------------------------------ Tensor members needing the engine
 template <class T, class D>
 std::vector<T> Tensor<T, D>::to_vector() const {

@@ -13,6 +13,7 @@
 //      unit stride is evaluated as one Eigen array expression built from `Eigen::Map`s, so
 //      Eigen's SIMD kernels (incl. its vectorized exp/log/sin/...) run; other rows use the
 //      scalar form of each op.
+#include "../config.hpp"
 #include <array>
 #include <cstring>
 #include <tuple>
@@ -24,7 +25,7 @@
 
 #include "../../tensor.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 // ------------------------------------------------------------------ leaves and nodes
 // A C++ number inside an expression.
@@ -348,23 +349,7 @@ class RangeFn {
   void (*call_)(void*, int64_t, int64_t);
 };
 
-inline void parallel_for(int64_t n, int64_t grain, RangeFn f) {
-#ifdef _OPENMP
-  int nt = n >= grain && !omp_in_parallel() ? omp_get_max_threads() : 1;
-  if (nt > 1) {
-    nt = static_cast<int>(std::min<int64_t>(nt, (n + grain - 1) / grain));
-#pragma omp parallel num_threads(nt)
-    {
-      int t = omp_get_thread_num(), k = omp_get_num_threads();
-      int64_t b = n * t / k, e = n * (t + 1) / k;
-      if (b < e) f(b, e);
-    }
-    return;
-  }
-#endif
-  (void)grain;
-  if (n > 0) f(int64_t(0), n);
-}
+REEL_INLINE void parallel_for(int64_t n, int64_t grain, RangeFn f);
 
 // Runs f(begin, end) over [0, n) split between threads (each thread one contiguous range).
 template <class F>
@@ -374,49 +359,14 @@ void parallel_range(int64_t n, F&& f, int64_t grain = kParallelThreshold) {
 
 // Merges dims d and d+1 wherever every operand can walk them as one; drops size-1 dims.
 // st holds nops rows of nd strides.
-inline void coalesce(Shape& sizes, int nops, int64_t* st, int64_t& nd) {
-  auto S = [&](int k, int64_t d) -> int64_t& { return st[k * kMaxDims + d]; };
-  int64_t w = 0;
-  for (int64_t d = 0; d < nd; ++d) {
-    if (sizes[d] == 1 && nd > 1) continue;
-    if (w > 0) {
-      bool ok = true;
-      for (int k = 0; k < nops && ok; ++k) ok = S(k, w - 1) == S(k, d) * sizes[d];
-      if (ok) {
-        sizes[w - 1] *= sizes[d];
-        for (int k = 0; k < nops; ++k) S(k, w - 1) = S(k, d);
-        continue;
-      }
-    }
-    sizes[w] = sizes[d];
-    for (int k = 0; k < nops; ++k) S(k, w) = S(k, d);
-    ++w;
-  }
-  nd = std::max<int64_t>(w, 1);
-  sizes.resize(nd);
-}
+REEL_INLINE void coalesce(Shape& sizes, int nops, int64_t* st, int64_t& nd);
 
 // Orders the dims outermost to innermost by the operands' strides (TensorIterator's rule):
 // the first operand whose strides along two dims differ, neither being a broadcast 0,
 // decides; otherwise the order stays. Usually the output is contiguous and nothing moves;
 // a transposed output (y.t().copy_(x), a backward pass into a permuted view) is then
 // written along its unit stride instead of across it.
-inline void order_dims(Shape& sizes, int nops, int64_t* st, int64_t nd) {
-  auto inner_first = [&](int64_t a, int64_t b) {  // should dim b (now inside a) go outside a?
-    if (sizes[a] == 1 || sizes[b] == 1) return false;
-    for (int k = 0; k < nops; ++k) {
-      int64_t sa = std::abs(st[k * kMaxDims + a]), sb = std::abs(st[k * kMaxDims + b]);
-      if (sa == 0 || sb == 0 || sa == sb) continue;
-      return sa < sb;
-    }
-    return false;
-  };
-  for (int64_t i = nd - 2; i >= 0; --i)  // insertion sort, innermost dims first
-    for (int64_t j = i; j + 1 < nd && inner_first(j, j + 1); ++j) {
-      std::swap(sizes[j], sizes[j + 1]);
-      for (int k = 0; k < nops; ++k) std::swap(st[k * kMaxDims + j], st[k * kMaxDims + j + 1]);
-    }
-}
+REEL_INLINE void order_dims(Shape& sizes, int nops, int64_t* st, int64_t nd);
 
 // The iteration space of `ops` (operand 0 is the output, whose sizes define the space):
 // every operand's strides broadcast to it, then coalesced. Shared by the CPU row walker
@@ -428,32 +378,7 @@ struct IterPlan {
   int64_t st[kMaxOperands * kMaxDims];  // operand k's stride along dim d: st[k * kMaxDims + d]
   int64_t stride(int k, int64_t d) const { return st[k * kMaxDims + d]; }
 };
-inline void plan_iteration(const Operands& ops, IterPlan& p) {
-  const Shape& osz = *ops.sizes[0];
-  int64_t nd = osz.size();
-  REEL_CHECK(nd <= kMaxDims, not_implemented_error, "elementwise ops support up to ", kMaxDims, " dimensions, got ", nd);
-  p.numel = numel_of(osz);
-  p.nops = ops.n;
-  p.sizes = osz;
-  for (int k = 0; k < ops.n; ++k) {
-    const Shape& sz = *ops.sizes[k];
-    const Shape& sr = *ops.strides[k];
-    int64_t off = nd - sz.size();
-    for (int64_t d = 0; d < nd; ++d) {
-      int64_t j = d - off;
-      p.st[k * kMaxDims + d] = j < 0 || sz[j] == 1 ? 0 : sr[j];
-    }
-  }
-  if (nd == 0) {
-    nd = 1;
-    p.sizes = Shape{1};
-    for (int k = 0; k < ops.n; ++k) p.st[k * kMaxDims] = 1;
-  } else {
-    order_dims(p.sizes, ops.n, p.st, nd);
-    coalesce(p.sizes, ops.n, p.st, nd);
-  }
-  p.nd = nd;
-}
+REEL_INLINE void plan_iteration(const Operands& ops, IterPlan& p);
 
 // Calls row(ctx, cnt, rows, unit) for every block of rows of the broadcast iteration
 // space of `ops` (operand 0 is the output, whose sizes define the space): `rows` rows of
@@ -462,69 +387,7 @@ inline void plan_iteration(const Operands& ops, IterPlan& p) {
 // another along the next dim are handed over in one call (ctx.planes, ctx.outer2), so a
 // kernel's per-call setup is paid once per slab, not once per block of short rows.
 using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
-inline void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok = false, bool serial = false) {
-  int64_t n = numel_of(*ops.sizes[0]);
-  if (n == 0) return;
-  if (n == 1) {  // one element (scalars, losses, scalar graphs): nothing to plan
-    REEL_CHECK(int64_t(ops.sizes[0]->size()) <= kMaxDims, not_implemented_error, "elementwise ops support up to ",
-               kMaxDims, " dimensions, got ", ops.sizes[0]->size());
-    int64_t off[kMaxOperands] = {}, inner[kMaxOperands] = {};
-    row_fn(self, RowCtx{ops.base, off, inner, inner, inner, 1}, 1, 1, true);
-    return;
-  }
-  IterPlan plan;
-  plan_iteration(ops, plan);
-  const int nops = ops.n;
-  const int64_t nd = plan.nd;
-  const Shape& sizes = plan.sizes;
-  const int64_t* st = plan.st;
-  const int64_t len = sizes[nd - 1];
-  const int64_t nrow = nd >= 2 ? sizes[nd - 2] : 1;  // rows along the block dimension
-  int64_t inner[kMaxOperands], outer[kMaxOperands], outer2[kMaxOperands];
-  bool unit = true;
-  for (int k = 0; k < nops; ++k) {
-    inner[k] = st[k * kMaxDims + nd - 1];
-    outer[k] = nd >= 2 ? st[k * kMaxDims + nd - 2] : 0;
-    outer2[k] = nd >= 3 ? st[k * kMaxDims + nd - 3] : 0;
-    unit = unit && inner[k] == 1;
-  }
-  planes_ok = planes_ok && nd >= 3;
-  auto work = [&](int64_t begin, int64_t end) {
-    int64_t idx[kMaxDims] = {};  // coordinates of the current row (dims 0 .. nd-2)
-    int64_t off[kMaxOperands];
-    int64_t row = begin / len, col = begin % len;
-    for (int64_t d = nd - 2, q = row; d >= 0; --d) {
-      idx[d] = q % sizes[d];
-      q /= sizes[d];
-    }
-    RowCtx c{ops.base, off, inner, outer, outer2, 1};
-    for (int64_t pos = begin; pos < end;) {
-      for (int k = 0; k < nops; ++k) {
-        int64_t o = col * inner[k];
-        for (int64_t d = 0; d < nd - 1; ++d) o += idx[d] * st[k * kMaxDims + d];
-        off[k] = o;
-      }
-      int64_t cnt = std::min(len - col, end - pos), rows = 1, planes = 1;
-      if (col == 0 && cnt == len && nd >= 2) rows = std::min(nrow - idx[nd - 2], (end - pos) / len);
-      if (planes_ok && rows == nrow && idx[nd - 2] == 0)
-        planes = std::min(sizes[nd - 3] - idx[nd - 3], (end - pos) / (len * nrow));
-      c.planes = planes;
-      row_fn(self, c, cnt, rows, unit);
-      pos += cnt * rows * planes;
-      col = 0;
-      if (nd >= 2) idx[nd - 2] += rows - 1;
-      if (planes > 1) idx[nd - 3] += planes - 1;
-      for (int64_t d = nd - 2; d >= 0; --d) {
-        if (++idx[d] < sizes[d]) break;
-        idx[d] = 0;
-      }
-    }
-  };
-  if (serial)
-    work(0, n);
-  else
-    parallel_range(n, work);
-}
+REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok = false, bool serial = false);
 
 constexpr size_t gcd_of(size_t a, size_t b) { return b == 0 ? a : gcd_of(b, a % b); }
 
@@ -587,25 +450,8 @@ struct Bytes16 {
   unsigned char b[16];
 };
 // rows x n elements of `size` bytes, element (r, i) at r * outer + i * inner (in elements).
-inline void copy2d(void* dst, int64_t di, int64_t dob, const void* src, int64_t si, int64_t sob, int64_t n, int64_t rows,
-                   int size) {
-  auto* d = static_cast<unsigned char*>(dst);
-  auto* s = static_cast<const unsigned char*>(src);
-  if (di == 1 && si == 1 && (rows == 1 || (dob == n && sob == n))) {
-    std::memcpy(d, s, static_cast<size_t>(n * rows) * size);
-    return;
-  }
-  switch (size) {
-    case 1: return copy2d_as<uint8_t>(d, di, dob, s, si, sob, n, rows);
-    case 2: return copy2d_as<uint16_t>(d, di, dob, s, si, sob, n, rows);
-    case 4: return copy2d_as<uint32_t>(d, di, dob, s, si, sob, n, rows);
-    case 8: return copy2d_as<uint64_t>(d, di, dob, s, si, sob, n, rows);
-    case 16: return copy2d_as<Bytes16>(d, di, dob, s, si, sob, n, rows);
-    default:
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t i = 0; i < n; ++i) std::memcpy(d + (r * dob + i * di) * size, s + (r * sob + i * si) * size, size);
-  }
-}
+REEL_INLINE void copy2d(void* dst, int64_t di, int64_t dob, const void* src, int64_t si, int64_t sob, int64_t n, int64_t rows,
+                   int size);
 
 // Bytes of each tensor leaf's elements, operand order (index 0: the output's).
 template <class E> struct LeafBytes {
@@ -785,3 +631,7 @@ auto materialize(const E& e) {
 
 }  // namespace detail
 }  // namespace reel
+
+#ifndef REEL_COMPILED_LIB
+#include "engine-inl.hpp"
+#endif

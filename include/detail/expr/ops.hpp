@@ -8,6 +8,7 @@
 // Ops that are not holomorphic in a complex argument (abs, angle, real, imag, conj) say so
 // with `holomorphic = false`; autograd gives them their own rules.
 // `differentiable = false` marks ops whose derivative is zero almost everywhere.
+#include "../config.hpp"
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -15,7 +16,7 @@
 
 #include "engine.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 namespace detail {
 template <class C> inline constexpr bool vec_float_v = std::is_floating_point_v<C>;

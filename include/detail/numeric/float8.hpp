@@ -2,6 +2,7 @@
 // point formats (binary16, bfloat16, OCP float8 e4m3fn / e5m2), plus the two
 // float8 scalar types.
 #pragma once
+#include "../config.hpp"
 
 #include <bit>
 #include <cmath>
@@ -13,7 +14,7 @@
 #include <Eigen/Core>
 #include "../hd.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 
 using half = Eigen::half;
 using bfloat16 = Eigen::bfloat16;

@@ -58,6 +58,7 @@
 //   a per-generator mutex so a (seed, start) pair is never torn; offset() and
 //   seed() are lock-free reads of atomics. The range kernels in reel::detail
 //   are pure functions and can run concurrently on disjoint output ranges.
+#include "../config.hpp"
 
 #include <algorithm>
 #include <array>
@@ -72,7 +73,7 @@
 
 #include "../capture.hpp"
 
-namespace reel {
+namespace reel::inline REEL_ABI {
 namespace detail {
 
 inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u;
@@ -117,15 +118,8 @@ inline uint32_t philox_word(uint64_t seed, uint64_t start_block, uint64_t i) noe
 
 // Writes words [begin, end) of the request starting at start_block; out[0] is
 // word `begin`. Each block is computed once even when begin/end are unaligned.
-inline void fill_uint32(uint64_t seed, uint64_t start_block, uint64_t begin, uint64_t end,
-                        uint32_t* out) noexcept {
-  const auto key = philox_key(seed);
-  uint64_t i = begin;
-  while (i < end) {
-    const auto r = philox4x32_10(philox_counter(start_block + i / 4), key);
-    for (uint64_t j = i % 4; j < 4 && i < end; ++j, ++i) *out++ = r[j];
-  }
-}
+REEL_INLINE void fill_uint32(uint64_t seed, uint64_t start_block, uint64_t begin, uint64_t end,
+                        uint32_t* out) noexcept;
 
 constexpr float uint32_to_unit_float(uint32_t w) noexcept {
   // 24 bits fill a float mantissa exactly, so the product is exact and < 1.
@@ -374,11 +368,12 @@ void fill_randint(Generator& gen, T* out, int64_t n, int64_t low, int64_t high) 
 // Same default seed as PyTorch's CPU generator, for familiarity.
 inline constexpr uint64_t default_seed = 67280421310721ULL;
 
-inline Generator& default_generator() {
-  static Generator gen(default_seed);
-  return gen;
-}
+REEL_INLINE Generator& default_generator();
 
 inline void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 }  // namespace reel
+
+#ifndef REEL_COMPILED_LIB
+#include "philox-inl.hpp"
+#endif

@@ -1,0 +1,147 @@
+#pragma once
+// The bodies of graph's non-template runtime functions (header-only mode: included by it;
+// compiled mode: by src/runtime.cpp).
+#include "graph.hpp"
+
+namespace reel::inline REEL_ABI::detail {
+REEL_INLINE void defer_release(std::shared_ptr<void> p) {
+  if (!p) return;
+  thread_local std::vector<std::shared_ptr<void>> pending;
+  thread_local bool draining = false;
+  pending.push_back(std::move(p));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    auto last = std::move(pending.back());
+    pending.pop_back();
+    last.reset();  // may defer more
+  }
+  draining = false;
+}
+
+REEL_INLINE void set_tangent(TensorImpl& t, uint64_t level, GradPtr v, StructPtr st) {
+  if (v) tangent_peak() = std::max(tangent_peak(), numel_of(v->sizes));
+  auto& m = ensure_meta(t);
+  std::erase_if(m.tangents, [&](const Tangent& x) { return x.level == level || !level_live(x.level); });
+  if (v || st) m.tangents.push_back({level, std::move(v), std::move(st)});
+}
+
+REEL_INLINE void collect_levels(const TensorImpl* const* ins, size_t n, std::vector<uint64_t>& out) {
+  for (uint64_t level : level_state().live) {
+    if (!level_active(level)) continue;
+    for (size_t i = 0; i < n; ++i)
+      if (ins[i] && has_tangent(*ins[i], level)) {
+        out.push_back(level);
+        break;
+      }
+  }
+}
+
+REEL_INLINE void check_not_released(const Node& n) {
+  REEL_CHECK(!n.released, error, "Trying to backward through the graph a second time (or to directly access saved ",
+             "tensors after they have already been freed): saved intermediate values of the graph (in ", n.name(),
+             ") are freed when you call backward() or autograd::grad(). Specify retain_graph = true if you need to ",
+             "backward through the graph a second time.");
+}
+
+REEL_INLINE GradList run_backward(BackwardTask& task) {
+  static std::atomic<uint64_t> epochs{0};
+  const uint64_t epoch = ++epochs;
+  // 1. The reachable nodes, in decreasing sequence number (a topological order).
+  std::vector<Node*> nodes;
+  std::vector<Node*> stack;
+  auto visit = [&](Node* n) {
+    if (n && n->visit_mark != epoch) {
+      n->visit_mark = epoch;
+      stack.push_back(n);
+    }
+  };
+  for (auto& r : task.roots) visit(r.fn.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    nodes.push_back(n);
+    for (auto& e : n->next) visit(e.fn.get());
+  }
+  std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->visit_index = static_cast<int>(i);
+  auto index_of = [&](Node* n) { return n->visit_mark == epoch ? n->visit_index : -1; };
+
+  // 2. With captures, only nodes leading to a captured slot need to run.
+  std::vector<std::pair<int, int>> captures;  // (node index, capture index), by node
+  for (size_t i = 0; i < task.capture.size(); ++i) {
+    int at = task.capture[i].fn ? index_of(task.capture[i].fn.get()) : -1;
+    if (at >= 0) captures.push_back({at, static_cast<int>(i)});  // else: unreachable
+  }
+  std::sort(captures.begin(), captures.end());
+  std::vector<char> needed(nodes.size(), 1);
+  if (!task.capture.empty()) {
+    std::fill(needed.begin(), needed.end(), 0);
+    for (auto& c : captures) needed[c.first] = 1;
+    for (size_t i = nodes.size(); i-- > 0;)  // inputs before consumers
+      for (auto& e : nodes[i]->next)
+        if (e.fn && needed[e.fn->visit_index]) {
+          needed[i] = 1;
+          break;
+        }
+  }
+
+  // 3. Run.
+  GradList captured(task.capture.size());
+  std::vector<GradList> buffers(nodes.size());
+  auto add_to = [&](const Edge& e, const GradPtr& g) {
+    if (!e.fn || !g) return;
+    int i = e.fn->visit_index;
+    auto& buf = buffers[i];
+    if (buf.empty()) buf.resize(std::max<size_t>(e.fn->outputs.size(), 1));
+    GradPtr& acc = buf[e.input_nr];
+    acc = acc ? e.fn->outputs[e.input_nr].type->add(acc, g) : g;
+  };
+
+  bool& mode = grad_mode_flag();
+  const bool saved_mode = mode;
+  struct Restore {
+    bool& m;
+    bool v;
+    ~Restore() { m = v; }
+  } restore{mode, saved_mode};
+  mode = task.create_graph;
+
+  for (size_t i = 0; i < task.roots.size(); ++i) add_to(task.roots[i], task.root_grads[i]);
+
+  auto cap = captures.begin();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node* n = nodes[i];
+    if (!needed[i] || buffers[i].empty()) continue;
+    GradList grads = std::move(buffers[i]);
+    for (auto& [slot, hooks] : n->pre_hooks)
+      if (grads[slot]) grads[slot] = hooks->run(grads[slot]);
+    for (auto& [slot, weak] : n->retained) {
+      auto t = weak.lock();
+      if (!t || !grads[slot]) continue;
+      capture_refuse("backward() sets the .grad of a tensor that retains it (use autograd::grad inside a compiled function)");
+      auto& m = ensure_meta(*t);
+      m.grad = task.create_graph ? grads[slot] : n->outputs[slot].type->clone(grads[slot]);
+    }
+    while (cap != captures.end() && cap->first < static_cast<int>(i)) ++cap;
+    for (auto c = cap; c != captures.end() && c->first == static_cast<int>(i); ++c)
+      captured[c->second] = grads[task.capture[c->second].input_nr];
+    if (n->is_accumulator()) {
+      if (task.accumulate_into_leaves) n->apply(grads);
+      continue;
+    }
+    check_not_released(*n);
+    if (std::all_of(grads.begin(), grads.end(), [](const GradPtr& g) { return !g; })) continue;
+    for (size_t s = 0; s < grads.size(); ++s)
+      if (!grads[s]) grads[s] = n->outputs[s].type->zeros(n->outputs[s].sizes);
+    auto in = n->apply(grads);
+    for (size_t k = 0; k < n->next.size() && k < in.size(); ++k) add_to(n->next[k], in[k]);
+    if (!task.keep_graph) {
+      n->release_saved();
+      n->released = true;
+    }
+  }
+  return captured;
+}
+
+}  // namespace
