@@ -2,6 +2,9 @@
 //   benchmarks/compile_time.sh times `g++ -O2 -c` of this file.
 #include <iostream>
 #include <reel.hpp>
+#ifdef REEL_CT_LINALG  // the same program with one linalg op (compile_time.sh --linalg)
+#include <linalg.hpp>
+#endif
 
 using namespace reel;
 
@@ -91,5 +94,10 @@ int main() {
 
   auto nrm = norm(w1);
   std::cout << "||w1|| = " << nrm << "\n";
+#ifdef REEL_CT_LINALG
+  auto A = Tensor<double>(randn<double>({4, 4}, gen) + eye<double>(4) * 4.0).requires_grad_();
+  linalg::slogdet(A).logabsdet.backward();
+  std::cout << "d logabsdet / dA = " << A.grad() << "\n";
+#endif
   return 0;
 }

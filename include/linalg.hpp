@@ -954,3 +954,23 @@ Tensor<T, D> matrix_exp(const Tensor<T, D>& A) {
 
 }  // namespace linalg
 }  // namespace reel
+
+// The linalg ops for float and double, compiled once for reel::runtime (src/instantiate_linalg_*.cpp,
+// see detail/instantiate.hpp; not with -DREEL_RUNTIME_LINALG=OFF, which defines
+// REEL_RUNTIME_NO_LINALG). Complex linalg stays with the program (its derivative rules make a
+// large object: the four types took 226 s to compile at -O0).
+#define REEL_INSTANTIATE_LINALG(X, T)                                                                      \
+  X(Tensor<T, CPU> linalg::det<T, CPU>(const Tensor<T, CPU>&))                                             \
+  X(linalg::SlogdetResult<T, CPU> linalg::slogdet<T, CPU>(const Tensor<T, CPU>&))                          \
+  X(Tensor<T, CPU> linalg::inv<T, CPU>(const Tensor<T, CPU>&))                                             \
+  X(Tensor<T, CPU> linalg::solve<T, CPU>(const Tensor<T, CPU>&, const Tensor<T, CPU>&, bool))              \
+  X(Tensor<T, CPU> linalg::solve_triangular<T, CPU>(const Tensor<T, CPU>&, const Tensor<T, CPU>&, bool, bool)) \
+  X(Tensor<T, CPU> linalg::cholesky<T, CPU>(const Tensor<T, CPU>&, bool))                                  \
+  X(linalg::EighResult<T, CPU> linalg::eigh<T, CPU>(const Tensor<T, CPU>&))                                \
+  X(Tensor<T, CPU> linalg::matrix_exp<T, CPU>(const Tensor<T, CPU>&))
+#if defined(REEL_COMPILED_LIB) && !defined(REEL_INSTANTIATING) && !defined(REEL_RUNTIME_NO_LINALG)
+namespace reel::inline REEL_ABI {
+REEL_INSTANTIATE_LINALG(REEL_EXTERN_TEMPLATE, float)
+REEL_INSTANTIATE_LINALG(REEL_EXTERN_TEMPLATE, double)
+}  // namespace reel::inline REEL_ABI
+#endif

@@ -16,3 +16,4 @@
 #include "gradcheck.hpp"
 #include "foreach.hpp"
 #include "optim.hpp"
+#include "detail/instantiate.hpp"

@@ -37,3 +37,8 @@
 #else
 #define REEL_INLINE inline
 #endif
+
+// Entries of the instantiation lists (detail/instantiate.hpp, linalg.hpp): an extern
+// declaration in users' translation units (compiled mode), the definition in src/.
+#define REEL_EXTERN_TEMPLATE(...) extern template __VA_ARGS__;
+#define REEL_TEMPLATE_INSTANCE(...) template __VA_ARGS__;

@@ -4,6 +4,7 @@ file(REMOVE_RECURSE ${WORK})
 set(consumer ${SRC}/tests/consumer)
 if(MODE STREQUAL "find_package")
   execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/reel-build -DREEL_BUILD_TESTS=OFF -DREEL_BUILD_EXAMPLES=OFF
+                  -DREEL_RUNTIME_LINALG=OFF
                   -DCMAKE_BUILD_TYPE=
                   RESULT_VARIABLE rc)
   if(rc)
@@ -19,7 +20,7 @@ endif()
 endif()
   set(cfg -DCMAKE_PREFIX_PATH=${WORK}/prefix -DREEL_CONSUME=find_package)
 else()
-  set(cfg -DREEL_SRC=${SRC} -DREEL_CONSUME=subdirectory)
+  set(cfg -DREEL_SRC=${SRC} -DREEL_CONSUME=subdirectory -DREEL_RUNTIME_LINALG=OFF)
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${consumer} -B ${WORK}/build ${cfg} -DCMAKE_BUILD_TYPE= RESULT_VARIABLE rc)
 if(rc)

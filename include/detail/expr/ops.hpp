@@ -619,6 +619,57 @@ struct IsFiniteOp : PredicateRule {
 };
 
 // ================================================================== the public functions
+// The elementwise ops, each named once: X(function, op struct[, has an in-place form x.fn_()]).
+// These lists make the public functions and in-place forms below, and the instantiations of the
+// ops' autograd tables that reel::runtime compiles once (detail/instantiate.hpp).
+#define REEL_UNARY_OPS(X) \
+  X(neg, NegOp, 1) \
+  X(exp, ExpOp, 1) \
+  X(log, LogOp, 1) \
+  X(log1p, Log1pOp, 1) \
+  X(expm1, Expm1Op, 1) \
+  X(sqrt, SqrtOp, 1) \
+  X(rsqrt, RsqrtOp, 1) \
+  X(sin, SinOp, 1) \
+  X(cos, CosOp, 1) \
+  X(tan, TanOp, 1) \
+  X(tanh, TanhOp, 1) \
+  X(sigmoid, SigmoidOp, 1) \
+  X(reciprocal, ReciprocalOp, 1) \
+  X(square, SquareOp, 1) \
+  X(relu, ReluOp, 1) \
+  X(abs, AbsOp, 1) \
+  X(sgn, SignOp, 0) \
+  X(floor, FloorOp, 1) \
+  X(ceil, CeilOp, 1) \
+  X(round, RoundOp, 1) \
+  X(real, RealOp, 0) \
+  X(conj, ConjOp, 0) \
+  X(angle, AngleOp, 0) \
+  X(isnan, IsNanOp, 0) \
+  X(isinf, IsInfOp, 0) \
+  X(isfinite, IsFiniteOp, 0) \
+  X(logical_not, LogicalNotOp, 0)
+#define REEL_COMPLEX_ONLY_OPS(X) X(imag, ImagOp, 0)  // (a compile error for real tensors)
+#define REEL_BINARY_OPS(X) \
+  X(add, AddOp) \
+  X(sub, SubOp) \
+  X(mul, MulOp) \
+  X(div, DivOp) \
+  X(pow, PowOp) \
+  X(maximum, MaximumOp) \
+  X(minimum, MinimumOp) \
+  X(fmax, FmaxOp) \
+  X(fmin, FminOp) \
+  X(eq, EqOp) \
+  X(ne, NeOp) \
+  X(lt, LtOp) \
+  X(le, LeOp) \
+  X(gt, GtOp) \
+  X(ge, GeOp) \
+  X(logical_and, LogicalAndOp) \
+  X(logical_or, LogicalOrOp)
+
 template <class A, class B> concept BinaryOperands =
     (TensorLike<A> || TensorLike<B>) && (TensorLike<A> || is_cpp_scalar_v<A>) && (TensorLike<B> || is_cpp_scalar_v<B>);
 
@@ -627,51 +678,11 @@ template <class A, class B> concept BinaryOperands =
 #define REEL_DEFINE_BINARY(NAME, OP) \
   template <class A, class B> requires BinaryOperands<A, B> auto NAME(const A& a, const B& b) { return make_expr(OP{}, a, b); }
 
-REEL_DEFINE_UNARY(neg, NegOp)
-REEL_DEFINE_UNARY(exp, ExpOp)
-REEL_DEFINE_UNARY(log, LogOp)
-REEL_DEFINE_UNARY(log1p, Log1pOp)
-REEL_DEFINE_UNARY(expm1, Expm1Op)
-REEL_DEFINE_UNARY(sqrt, SqrtOp)
-REEL_DEFINE_UNARY(rsqrt, RsqrtOp)
-REEL_DEFINE_UNARY(sin, SinOp)
-REEL_DEFINE_UNARY(cos, CosOp)
-REEL_DEFINE_UNARY(tan, TanOp)
-REEL_DEFINE_UNARY(tanh, TanhOp)
-REEL_DEFINE_UNARY(sigmoid, SigmoidOp)
-REEL_DEFINE_UNARY(reciprocal, ReciprocalOp)
-REEL_DEFINE_UNARY(square, SquareOp)
-REEL_DEFINE_UNARY(relu, ReluOp)
-REEL_DEFINE_UNARY(abs, AbsOp)
-REEL_DEFINE_UNARY(sgn, SignOp)
-REEL_DEFINE_UNARY(floor, FloorOp)
-REEL_DEFINE_UNARY(ceil, CeilOp)
-REEL_DEFINE_UNARY(round, RoundOp)
-REEL_DEFINE_UNARY(real, RealOp)
-REEL_DEFINE_UNARY(imag, ImagOp)
-REEL_DEFINE_UNARY(conj, ConjOp)
-REEL_DEFINE_UNARY(angle, AngleOp)
-REEL_DEFINE_UNARY(isnan, IsNanOp)
-REEL_DEFINE_UNARY(isinf, IsInfOp)
-REEL_DEFINE_UNARY(isfinite, IsFiniteOp)
-REEL_DEFINE_UNARY(logical_not, LogicalNotOp)
-REEL_DEFINE_BINARY(add, AddOp)
-REEL_DEFINE_BINARY(sub, SubOp)
-REEL_DEFINE_BINARY(mul, MulOp)
-REEL_DEFINE_BINARY(div, DivOp)
-REEL_DEFINE_BINARY(pow, PowOp)
-REEL_DEFINE_BINARY(maximum, MaximumOp)
-REEL_DEFINE_BINARY(minimum, MinimumOp)
-REEL_DEFINE_BINARY(fmax, FmaxOp)
-REEL_DEFINE_BINARY(fmin, FminOp)
-REEL_DEFINE_BINARY(eq, EqOp)
-REEL_DEFINE_BINARY(ne, NeOp)
-REEL_DEFINE_BINARY(lt, LtOp)
-REEL_DEFINE_BINARY(le, LeOp)
-REEL_DEFINE_BINARY(gt, GtOp)
-REEL_DEFINE_BINARY(ge, GeOp)
-REEL_DEFINE_BINARY(logical_and, LogicalAndOp)
-REEL_DEFINE_BINARY(logical_or, LogicalOrOp)
+#define REEL_DEFINE_UNARY_X(NAME, OP, INPLACE) REEL_DEFINE_UNARY(NAME, OP)
+REEL_UNARY_OPS(REEL_DEFINE_UNARY_X)
+REEL_COMPLEX_ONLY_OPS(REEL_DEFINE_UNARY_X)
+REEL_BINARY_OPS(REEL_DEFINE_BINARY)
+#undef REEL_DEFINE_UNARY_X
 
 // sign is the real-valued function; complex tensors use sgn (as in PyTorch).
 template <TensorLike X>
@@ -734,13 +745,14 @@ template <class A, class B> requires BinaryOperands<A, B> auto operator>=(const 
 template <TensorLike X> auto operator-(const X& x) { return neg(x); }
 
 // In-place forms: x.op_() for every unary op writes into x's storage.
-#define REEL_INPLACE(NAME) \
+#define REEL_INPLACE(NAME, OP, INPLACE) REEL_INPLACE_##INPLACE(NAME)
+#define REEL_INPLACE_0(NAME)
+#define REEL_INPLACE_1(NAME) \
   template <class T, class D> Tensor<T, D> NAME##_(Tensor<T, D> x) { return x.copy_(NAME(x)); }
-REEL_INPLACE(neg) REEL_INPLACE(exp) REEL_INPLACE(log) REEL_INPLACE(log1p) REEL_INPLACE(expm1)
-REEL_INPLACE(sqrt) REEL_INPLACE(rsqrt) REEL_INPLACE(sin) REEL_INPLACE(cos) REEL_INPLACE(tan)
-REEL_INPLACE(tanh) REEL_INPLACE(sigmoid) REEL_INPLACE(reciprocal) REEL_INPLACE(square)
-REEL_INPLACE(relu) REEL_INPLACE(abs) REEL_INPLACE(floor) REEL_INPLACE(ceil) REEL_INPLACE(round)
+REEL_UNARY_OPS(REEL_INPLACE)
 #undef REEL_INPLACE
+#undef REEL_INPLACE_0
+#undef REEL_INPLACE_1
 template <class T, class D> Tensor<T, D> clamp_(Tensor<T, D> x, Bound min, Bound max) { return x.copy_(clamp(x, min, max)); }
 
 }  // namespace reel
