@@ -1,7 +1,7 @@
 #pragma once
 // What nearly every program instantiates for float and double on the CPU, listed once: in
 // compiled mode (reel::runtime, REEL_COMPILED_LIB) the headers declare these instantiations
-// `extern template` and src/instantiate.cpp defines them, so a user's translation unit does not
+// `extern template` and src/instantiate_<type>.cpp define them, so a user's translation unit does not
 // instantiate and optimize them again (header-only mode: nothing changes). An entry is the
 // instantiated declaration with T for the element type; X receives it as its arguments. The
 // elementwise ops' autograd tables come from the op lists (instantiate_ops.inc).
