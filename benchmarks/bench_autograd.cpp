@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <vector>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "median_timer.hpp"
 

@@ -1,6 +1,6 @@
 // Core benchmarks (issue 2): fused elementwise expressions, broadcasting, sum, matmul and
 // per-op overhead, each against a baseline measured in the same process.
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "ratio_reporter.hpp"
 

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <vector>
 
-#include <linalg.hpp>
-#include <reel.hpp>
+#include <reel/linalg.hpp>
+#include <reel/reel.hpp>
 
 #include "median_timer.hpp"
 

@@ -19,7 +19,7 @@
 #include <cstring>
 #include <vector>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "../examples/lj_model.hpp"
 #include "../examples/pinn_model.hpp"

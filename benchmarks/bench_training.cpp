@@ -9,7 +9,7 @@
 //   bench_training [--quick]   (--quick: N = 1024 for item 1)
 #include <cstdio>
 #include <cstring>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "median_timer.hpp"
 

@@ -1,9 +1,9 @@
-// A typical 100-line user program, used to measure the cost of `#include <reel.hpp>`:
+// A typical 100-line user program, used to measure the cost of `#include <reel/reel.hpp>`:
 //   benchmarks/compile_time.sh times `g++ -O2 -c` of this file.
 #include <iostream>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 #ifdef REEL_CT_LINALG  // the same program with one linalg op (compile_time.sh --linalg)
-#include <linalg.hpp>
+#include <reel/linalg.hpp>
 #endif
 
 using namespace reel;

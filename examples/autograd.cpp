@@ -7,7 +7,7 @@
 // ops, derivatives of any order. The program relaxes the chain with Newton-CG and checks
 // the gradient against finite differences with gradcheck.
 #include <cstdio>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 using Td = Tensor<double>;

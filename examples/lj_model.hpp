@@ -4,7 +4,7 @@
 // physics benchmark).
 #include <vector>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 namespace lj {
 using Td = reel::Tensor<double>;

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <vector>
 
-#include <linalg.hpp>
-#include <reel.hpp>
+#include <reel/linalg.hpp>
+#include <reel/reel.hpp>
 
 #include "lj_model.hpp"
 #include "svg_plot.hpp"

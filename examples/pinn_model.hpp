@@ -5,7 +5,7 @@
 #include <numbers>
 #include <vector>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 namespace pinn {
 using T = float;

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "pinn_model.hpp"
 #include "svg_plot.hpp"

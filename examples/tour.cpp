@@ -1,7 +1,7 @@
 // A short tour of reel's core: typed tensors, views, fused expressions, reductions,
 // matmul, exact reduced-precision ranges and saturating integer clamps.
 #include <iostream>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 #include <sstream>
 #include <unistd.h>
 

@@ -2,7 +2,7 @@
 // Element-wise comparison of a double tensor with expected values (shared by test files).
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 inline void check_close(const reel::Tensor<double>& a, const std::vector<double>& b, double tol = 1e-12) {
   auto v = a.contiguous().to_vector();

@@ -1,5 +1,5 @@
 # Compiles a one-line misuse of the API and passes only if compilation fails with MSG.
-file(WRITE ${OUT} "#include <reel.hpp>
+file(WRITE ${OUT} "#include <reel/reel.hpp>
 #include <${HEADER}>
 using namespace reel;
 void f(Tensor<std::complex<float>> tensor_c, Tensor<float> tensor_f, Tensor<double> tensor_d,

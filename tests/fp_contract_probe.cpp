@@ -1,7 +1,7 @@
 // Compiled with -mfma -ffp-contract=fast (tests/CMakeLists.txt): the flags under which g++
 // fuses `a * b + c` into one FMA. test_numerics checks that the plain expression is fused
-// here, and that reel's explicitly rounded product and sum (detail/hd.hpp) are not.
-#include <detail/hd.hpp>
+// here, and that reel's explicitly rounded product and sum (reel/core/hd.hpp) are not.
+#include <reel/core/hd.hpp>
 
 #include "fp_contract_probe.hpp"
 

@@ -1,7 +1,7 @@
 // AnyTensor and Eigen interop.
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

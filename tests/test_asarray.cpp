@@ -1,7 +1,7 @@
 // asarray over foreign buffers: the declared PEP 3118 format decides the dtype.
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <thread>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "check_close.hpp"
 

@@ -3,7 +3,7 @@
 // Points are chosen away from kinks (relu at 0, ties of max/min, |x| at 0).
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 using autograd::check_ad;

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "../examples/lj_model.hpp"
 #include "../examples/pinn_model.hpp"

@@ -1,13 +1,13 @@
 // The host side of reel's CUDA error handling, tested on the CPU against a stand-in for the
 // runtime (tests/fake_cuda/cuda_runtime.h) that keeps a last error the way the runtime does
 // (set by a failed call, cleared by reading): checks leave no stale "last error" behind
-// (detail/cuda/check.hpp; otherwise the next Thrust call or launch check after a reported and
+// (reel/cuda/check.hpp; otherwise the next Thrust call or launch check after a reported and
 // caught failure reports it again), and kernels' reports of bad indices are raised once.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include <detail/cuda/check.hpp>
-#include <detail/cuda/device_errors.hpp>
+#include <reel/cuda/check.hpp>
+#include <reel/cuda/device_errors.hpp>
 #include <string>
 
 using namespace reel;
@@ -42,7 +42,7 @@ TEST_CASE("a successful call leaves an unrelated pending error to the launch che
   (void)cudaGetLastError();
 }
 
-// ---- kernels' reports of bad indices (detail/cuda/device_errors.hpp), host side: what a
+// ---- kernels' reports of bad indices (reel/cuda/device_errors.hpp), host side: what a
 // kernel writes through report_device_error is written here by hand.
 using reel::detail::cuda::DeviceErrorRecord;
 using reel::detail::cuda::DeviceErrorSite;

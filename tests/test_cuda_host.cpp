@@ -7,12 +7,12 @@
 #include <chrono>
 #include <mutex>
 #include <random>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 #include <set>
 #include <thread>
 
-#include "detail/device_cache.hpp"
-#include "detail/launch_plan.hpp"
+#include <reel/core/device_cache.hpp>
+#include <reel/expr/launch_plan.hpp>
 
 using namespace reel;
 using namespace reel::detail;

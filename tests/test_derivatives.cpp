@@ -2,7 +2,7 @@
 // rule against central finite differences of the op's own primal, in double.
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

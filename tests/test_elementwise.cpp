@@ -4,7 +4,7 @@
 
 #include <cmath>
 #include <thread>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

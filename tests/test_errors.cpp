@@ -1,7 +1,7 @@
 // Exception categories and the warnings handler.
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

@@ -1,7 +1,7 @@
 // Factories and the random generator behind rand/randn/randint.
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

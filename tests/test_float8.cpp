@@ -3,7 +3,7 @@
 // conversion; never from the code under test.
 #include <doctest/doctest.h>
 
-#include "detail/numeric/float8.hpp"
+#include <reel/core/float8.hpp>
 
 #include <algorithm>
 #include <bit>

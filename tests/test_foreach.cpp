@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <cmath>
-#include <optim.hpp>
-#include <reel.hpp>
+#include <reel/optim/optimizers.hpp>
+#include <reel/reel.hpp>
 
 #include "alloc_count.hpp"
 

@@ -6,7 +6,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include <detail/gemm_plan.hpp>
+#include <reel/cuda/gemm_plan.hpp>
 #include <vector>
 
 using namespace reel::detail;

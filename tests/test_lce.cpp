@@ -4,7 +4,7 @@
 // leading batch dims; and the memory it holds.
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 namespace F = nn::functional;

@@ -2,8 +2,8 @@
 // errors for bad input. (Derivatives: test_linalg_ad.cpp.)
 #include <doctest/doctest.h>
 
-#include <linalg.hpp>
-#include <reel.hpp>
+#include <reel/linalg.hpp>
+#include <reel/reel.hpp>
 
 #include "check_close.hpp"
 

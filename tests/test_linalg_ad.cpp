@@ -4,8 +4,8 @@
 // gradgradcheck; and the closed-form second derivatives.
 #include <doctest/doctest.h>
 
-#include <linalg.hpp>
-#include <reel.hpp>
+#include <reel/linalg.hpp>
+#include <reel/reel.hpp>
 
 #include "check_close.hpp"
 

@@ -1,4 +1,4 @@
-// Chunk planning of the multi-tensor apply (detail/mta_plan.hpp): every element of every
+// Chunk planning of the multi-tensor apply (reel/cuda/mta_plan.hpp): every element of every
 // tensor covered exactly once, launch limits respected, edge cases. Standalone (own main).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "detail/mta_plan.hpp"
+#include <reel/cuda/mta_plan.hpp>
 
 namespace mta = reel::detail::mta;
 

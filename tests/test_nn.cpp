@@ -3,7 +3,7 @@
 // differentiable op (cross_entropy, linear_cross_entropy, embedding, layer_norm, rms_norm, silu).
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "reference/training_reference.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 #include "fp_contract_probe.hpp"
 

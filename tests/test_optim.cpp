@@ -3,8 +3,8 @@
 // their state, state_dict round trips, closed-form first steps, and misuse.
 #include <doctest/doctest.h>
 
-#include <optim.hpp>
-#include <reel.hpp>
+#include <reel/optim/optimizers.hpp>
+#include <reel/reel.hpp>
 
 #include "reference/training_reference.hpp"
 

@@ -4,7 +4,7 @@
 #include <array>
 #include <cmath>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-#include "detail/random/philox.hpp"
+#include <reel/random/philox.hpp>
 
 #include <array>
 #include <cmath>

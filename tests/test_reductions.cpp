@@ -3,7 +3,7 @@
 
 #include <numeric>
 #include <sstream>
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 

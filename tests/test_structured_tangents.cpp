@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 using namespace reel;
 using Td = Tensor<double>;

@@ -1,7 +1,7 @@
 // Tensor handles, views, storage sharing, Meta tensors, printing.
 #include <doctest/doctest.h>
 
-#include <reel.hpp>
+#include <reel/reel.hpp>
 #include <sstream>
 
 using namespace reel;

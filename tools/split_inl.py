@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Moves the bodies of a header's non-template `inline` functions into its -inl.hpp file.
 
-    tools/split_inl.py include/detail/print.hpp [name ...]
+    tools/split_inl.py include/reel/core/print.hpp [name ...]
 
 Each top-level `inline <signature> {` ... `}` definition (or only those named) becomes a
 `REEL_INLINE <signature>;` declaration in the header (default arguments stay there) and a
 `REEL_INLINE <signature> { ... }` definition in X-inl.hpp (default arguments removed), inside the
 same namespace. The header includes X-inl.hpp at its end unless REEL_COMPILED_LIB is defined;
-src/runtime.cpp includes it in compiled mode (include/detail/config.hpp). Functions that must
+src/runtime.cpp includes it in compiled mode (include/reel/core/config.hpp). Functions that must
 stay inline (tiny accessors on hot paths) are simply not named.
 """
 import os

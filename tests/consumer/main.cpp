@@ -1,4 +1,4 @@
-#include <reel.hpp>
+#include <reel/reel.hpp>
 int main() {
   auto a = reel::tensor<float>({1, 2, 3});
   reel::Tensor<float> b = a * a + 1;

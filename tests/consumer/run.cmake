@@ -1,23 +1,15 @@
-# Builds and runs tests/consumer against reel, either in-tree (add_subdirectory) or from an
-# install prefix (find_package).
+# Builds and runs tests/consumer against reel, either in-tree (add_subdirectory: reel configured
+# and built again inside the consumer) or from an install prefix (find_package: the build BUILD
+# installed there).
 file(REMOVE_RECURSE ${WORK})
 set(consumer ${SRC}/tests/consumer)
 if(MODE STREQUAL "find_package")
-  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/reel-build -DREEL_BUILD_TESTS=OFF -DREEL_BUILD_EXAMPLES=OFF
-                  -DREEL_RUNTIME_LINALG=OFF
-                  -DCMAKE_BUILD_TYPE=
-                  RESULT_VARIABLE rc)
+  # what a user does after building reel: install it (this build's reel::runtime, built with the
+  # suites) and find it from another project
+  execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${WORK}/prefix RESULT_VARIABLE rc)
   if(rc)
-  message(FATAL_ERROR "configuring reel failed")
-endif()
-  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/reel-build -j2 RESULT_VARIABLE rc)  # reel::runtime
-  if(rc)
-    message(FATAL_ERROR "building reel failed")
+    message(FATAL_ERROR "installing reel from ${BUILD} failed")
   endif()
-  execute_process(COMMAND ${CMAKE_COMMAND} --install ${WORK}/reel-build --prefix ${WORK}/prefix RESULT_VARIABLE rc)
-  if(rc)
-  message(FATAL_ERROR "installing reel failed")
-endif()
   set(cfg -DCMAKE_PREFIX_PATH=${WORK}/prefix -DREEL_CONSUME=find_package)
 else()
   set(cfg -DREEL_SRC=${SRC} -DREEL_CONSUME=subdirectory -DREEL_RUNTIME_LINALG=OFF)
@@ -26,7 +18,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} -S ${consumer} -B ${WORK}/build ${cfg} 
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build RESULT_VARIABLE rc)
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build -j2 RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "building the consumer failed")
 endif()

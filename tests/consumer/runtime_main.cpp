@@ -1,5 +1,5 @@
 // Against reel::runtime: the tensor made here is differentiated in runtime_part.cpp.
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 float slope_at(const reel::Tensor<float>& x);  // runtime_part.cpp
 

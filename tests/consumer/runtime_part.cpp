@@ -1,6 +1,6 @@
 // A second translation unit of the reel::runtime consumer: records a graph and runs backward
 // (tape, engine and graph evaluation come from the library).
-#include <reel.hpp>
+#include <reel/reel.hpp>
 
 float slope_at(const reel::Tensor<float>& x) {
   auto v = x.detach().requires_grad_();

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <vector>
 
-#include <cuda.hpp>
+#include <reel/cuda.hpp>
 
 #include "bench_timing.cuh"
 

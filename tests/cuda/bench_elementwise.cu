@@ -3,7 +3,7 @@
 // copy's GB/s. Goal: a * b + c >= 0.85 of the copy.
 #include <algorithm>
 #include <cstdio>
-#include <cuda.hpp>
+#include <reel/cuda.hpp>
 
 #include "bench_timing.cuh"
 #include <vector>

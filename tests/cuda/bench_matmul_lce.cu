@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <cuda.hpp>
+#include <reel/cuda.hpp>
 
 #include "bench_timing.cuh"
 #include <functional>

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include <cuda.hpp>
+#include <reel/cuda.hpp>
 
 // Median milliseconds of `reps` runs of f after `warm` untimed ones.
 template <class F>

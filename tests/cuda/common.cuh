@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cuda.hpp>
+#include <reel/cuda.hpp>
 
 namespace rt {
 using namespace reel;

@@ -1,7 +1,7 @@
 // A second translation unit for test_autograd.cu's two-file test: the ops of this expression
 // (log1p, expm1) are instantiated for CUDA graphs here only, so their device functions exist
 // only in this file's device code. Linked with relocatable device code (-rdc) into the
-// evaluator's module, they must be callable by autograd's graph kernel (detail/cuda/ir_eval.cuh).
+// evaluator's module, they must be callable by autograd's graph kernel (reel/cuda/ir_eval.cuh).
 #include "common.cuh"
 
 namespace rt {

@@ -1,4 +1,4 @@
-// CUDA foreach ops and fused optimizer steps (detail/cuda/multi_tensor.cuh) against the CPU
+// CUDA foreach ops and fused optimizer steps (reel/cuda/multi_tensor.cuh) against the CPU
 // implementation on the same random data. The lists mix sizes on purpose: empty tensors, odd
 // sizes (vector tails), tensors larger than a chunk, misaligned and non-contiguous views (the
 // general path), and more tensors than one launch holds.

@@ -1,8 +1,8 @@
 #pragma once
 // A stand-in for a few calls of the CUDA runtime, for testing on machines without a GPU the
 // host side of reel's error handling: how its checks treat the runtime's "last error"
-// (detail/cuda/check.hpp), and the mapped record kernels report bad indices into
-// (detail/cuda/device_errors.hpp). It models what matters there: a failed call sets a
+// (reel/cuda/check.hpp), and the mapped record kernels report bad indices into
+// (reel/cuda/device_errors.hpp). It models what matters there: a failed call sets a
 // per-thread last error that stays set until cudaGetLastError reads it (cudaPeekAtLastError
 // reads without clearing); mapped pinned memory has one address for host and device.
 #include <cstdlib>

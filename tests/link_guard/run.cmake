@@ -1,6 +1,6 @@
 # Builds provider.cpp with PROVIDER_FLAGS and user.cpp with USER_FLAGS and links them. With
 # EXPECT=fail the link must fail on the function whose reel types were compiled with other
-# settings (include/detail/config.hpp: they live in another inline namespace); with EXPECT=pass
+# settings (include/reel/core/config.hpp: they live in another inline namespace); with EXPECT=pass
 # it must link and run (the control: the same test with matching settings).
 file(MAKE_DIRECTORY ${WORK})
 separate_arguments(pflags UNIX_COMMAND "${PROVIDER_FLAGS}")

@@ -1,5 +1,5 @@
 // Calls provider.cpp's function (built with the same or with other settings).
-#include <tensor.hpp>
+#include <reel/core/tensor.hpp>
 
 int64_t elements_of(const reel::Tensor<float>& t);
 

@@ -1,0 +1,805 @@
+#pragma once
+// Recording ops on the tape, for both modes:
+//   - fused expressions become an IrFunction node holding the expression's graph (ir.hpp);
+//     its backward builds the adjoint graph from the ops' rules and evaluates it fused;
+//   - other ops (reductions, matmul, cat, sort, ...) give a backward and a forward rule
+//     written with reel ops (record_fn), so they too can be differentiated again;
+//   - views, clone, sum and mean use type-erased nodes shared by every dtype.
+// Forward mode: after an op runs, the tangent of each active level is computed from the
+// inputs' tangents by the same rules, with that level masked (see graph.hpp).
+#include "../core/config.hpp"
+#include <new>
+
+#include "ir_program.hpp"
+#include "structured.hpp"
+
+namespace reel::inline REEL_ABI {
+namespace detail {
+
+// Defining REEL_NO_AUTOGRAD compiles recording out (nothing requires grad then): for
+// translation units that never differentiate and want the shortest compile time.
+#ifdef REEL_NO_AUTOGRAD
+inline constexpr bool autograd_enabled_v = false;
+#else
+inline constexpr bool autograd_enabled_v = true;
+#endif
+// CPU: floating point and complex; CUDA: floating point (its kernels have no complex math yet).
+template <class T, class D>
+inline constexpr bool autograd_type_v =
+    autograd_enabled_v && (std::is_same_v<D, CPU> || std::is_same_v<D, CUDA>) && ir::device_grad_dtype_v<T, D>;
+
+// A fresh contiguous tensor of a graph node's type, on the graph's device.
+inline GradPtr make_impl(const ir::TypeInfo& type, const Shape& sizes) {
+  auto p = make_pooled<TensorImpl>();
+  p->strides = contiguous_strides(sizes);
+  p->sizes = sizes;
+  p->storage = type.device->make_storage(static_cast<size_t>(numel_of(sizes)) * type.size);
+  p->dtype = type.dtype;
+  p->device = type.device->type;
+  return p;
+}
+// The same view of the same storage, without autograd state.
+inline GradPtr plain_alias(const TensorImpl& t) {
+  auto p = make_pooled<TensorImpl>(t);
+  p->autograd.reset();
+  return p;
+}
+
+inline void set_history(TensorImpl& out, const std::shared_ptr<Node>& node, int nr) {
+  auto& m = ensure_meta(out);
+  m.requires_grad = true;
+  m.grad_fn = node;
+  m.output_nr = nr;
+}
+
+// Accumulates into a leaf's .grad. Without create_graph the stored gradient is a fresh
+// tensor owned by the leaf (later backward calls add into it in place).
+struct AccumulateGrad : Node {
+  GradPtr leaf;
+  const GradType* type = nullptr;
+  const char* name() const override { return "AccumulateGrad"; }
+  bool is_accumulator() const override { return true; }
+  GradList apply(GradList& grads) override {
+    capture_refuse("backward() accumulates into .grad (use autograd::grad inside a compiled function)");
+    auto& m = ensure_meta(*leaf);
+    GradPtr g = grads[0];
+    if (m.hooks) g = m.hooks->run(g);
+    if (grad_mode_flag()) {
+      m.grad = m.grad ? type->add(m.grad, g) : g;
+    } else if (!m.grad) {
+      m.grad = type->clone(g);
+    } else if (impl_requires_grad(*m.grad)) {
+      m.grad = type->clone(type->add(m.grad, g));
+    } else {
+      type->add_inplace(m.grad, g);
+    }
+    return {};
+  }
+};
+
+// The edge a gradient for tensor t should flow along (none if t does not require grad).
+inline Edge edge_of(const GradPtr& t, const GradType* type) {
+  if (!t || !type) return {};
+  auto* m = meta_of(*t);
+  if (!m || !m->requires_grad) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  auto acc = m->accumulator.lock();
+  if (!acc) {
+    auto a = make_pooled<AccumulateGrad>();
+    a->leaf = t;
+    a->type = type;
+    a->outputs.push_back({type, t->sizes});
+    a->seq = 0;  // leaves run after every node that feeds them
+    m->accumulator = a;
+    acc = std::move(a);
+  }
+  return {acc, 0};
+}
+
+inline void check_version(const TensorImpl& t, uint64_t saved, const char* op) {
+  uint64_t now = t.storage->version.load(std::memory_order_relaxed);
+  REEL_CHECK(now == saved, error, "one of the variables needed for gradient computation has been modified by an ",
+             "inplace operation: a tensor saved by ", op, " is at version ", now, "; expected version ", saved,
+             " instead. Hint: clone the tensor before modifying it in place, or modify it after backward.");
+}
+inline uint64_t version_of(const TensorImpl& t) { return t.storage->version.load(std::memory_order_relaxed); }
+
+// ------------------------------------------------------------------ graphs as ops
+REEL_INLINE std::vector<char> live_nodes(const ir::Graph& g, std::span<const int> roots);
+// Pointers to a few tensors, without a heap allocation in the common case.
+struct ImplList {
+  const TensorImpl* small[kMaxOperands];
+  std::vector<const TensorImpl*> big;
+  const TensorImpl** p;
+  size_t n;
+  explicit ImplList(size_t count) : p(small), n(count) {
+    if (count > static_cast<size_t>(kMaxOperands)) {
+      big.resize(count);
+      p = big.data();
+    }
+  }
+};
+
+// The graph being recorded is built in a per-thread scratch graph (no allocation once warm),
+// and interned when recorded.
+inline ir::Graph& scratch_graph() {
+  thread_local ir::Graph g;
+  g.nodes.clear();
+  g.leaves.clear();
+  g.leaf_node.clear();
+  g.cache.reset();
+  return g;
+}
+// A list of at most kMaxOperands items, stored inline.
+template <class T>
+struct FixedList {
+  alignas(T) unsigned char buf[sizeof(T) * kMaxOperands];
+  size_t n = 0;
+  FixedList() = default;
+  FixedList(const FixedList&) = delete;
+  FixedList& operator=(const FixedList&) = delete;
+  FixedList(FixedList&& o) noexcept {
+    for (size_t i = 0; i < o.n; ++i) push_back(std::move(o[i]));
+  }
+  ~FixedList() {
+    for (size_t i = 0; i < n; ++i) (*this)[i].~T();
+  }
+  T* data() { return std::launder(reinterpret_cast<T*>(buf)); }
+  const T* data() const { return std::launder(reinterpret_cast<const T*>(buf)); }
+  void push_back(T v) {
+    REEL_CHECK(n < static_cast<size_t>(kMaxOperands), not_implemented_error, "autograd: more than ", kMaxOperands - 1,
+               " outputs of one expression");
+    new (buf + n * sizeof(T)) T(std::move(v));
+    ++n;
+  }
+  size_t size() const { return n; }
+  bool empty() const { return n == 0; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  operator std::span<const T>() const { return {data(), n}; }
+};
+struct GraphRecord {
+  ir::Graph* graph = nullptr;       // gets the output/gradient placeholder leaves
+  PoolVector<SavedTensor> inputs;  // one per leaf slot of the graph as built
+  FixedList<int> roots;
+  FixedList<GradPtr> outputs;
+};
+void record_graph(GraphRecord rec);
+
+// ir::evaluate as a kept kernel of a capture (capture.hpp): the step owns a copy of the
+// graph (g may be the per-thread scratch graph) and the tensors.
+REEL_INLINE void capture_ir(CaptureTrace& t, const ir::Graph& g, const GradList& leaves, std::span<const int> roots,
+                       std::span<const GradPtr> outs, const std::vector<char>& live);
+
+// Evaluates the roots of g (fused, one pass) and records the result for autograd.
+// A root that is a leaf of the output's shape is returned as that tensor, unevaluated.
+REEL_INLINE GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<const int> roots,
+                                     const std::vector<char>& live);
+REEL_INLINE GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<const int> roots);
+
+// Backward of a recorded graph: the adjoint graph, built from the ops' vjp rules (once per
+// graph and set of inputs needing gradients) and evaluated fused.
+struct IrFunction : Node {
+  struct Out {
+    int root, value_slot, grad_slot;
+    SavedTensor value;  // the output, without history (no reference cycle)
+  };
+  std::shared_ptr<const ir::Graph> graph;
+  PoolVector<SavedTensor> inputs;  // one per input leaf slot; null where backward needs no value
+  PoolVector<Shape> input_sizes;
+  PoolVector<Out> outs;
+  std::weak_ptr<Node> self;
+  ~IrFunction() override {
+    for (auto& i : inputs) defer_release(std::move(i.t));
+  }
+  const char* name() const override { return "FusedExpressionBackward"; }
+  void release_saved() override {
+    inputs.clear();
+    outs.clear();
+  }
+
+  std::shared_ptr<const ir::BackwardPlan> build_plan(uint64_t mask, bool use_values) const {
+    const ir::Graph& F = *graph;
+    const size_t n_in = next.size();
+    auto plan = std::make_shared<ir::BackwardPlan>();
+    plan->needs = mask;
+    plan->use_values = use_values;
+    auto B = std::make_shared<ir::Graph>(F);
+    B->cache.reset();
+    ir::Builder b{*B};
+    std::vector<int> self_id(F.nodes.size());
+    for (size_t i = 0; i < self_id.size(); ++i) self_id[i] = static_cast<int>(i);
+    std::vector<int> adj(F.nodes.size(), -1);
+    for (const auto& o : outs) {
+      // Rules use the saved outputs (exp, tanh, ...) unless a forward-mode level is active:
+      // then they are recomputed, so their tangents propagate too.
+      if (use_values) self_id[o.root] = F.leaf_node[o.value_slot];
+      adj[o.root] = F.leaf_node[o.grad_slot];
+    }
+    std::vector<char> needs(F.nodes.size(), 0);
+    for (size_t i = 0; i < F.nodes.size(); ++i) {
+      const auto& n = F.nodes[i];
+      if (n.kind == ir::Kind::Leaf)
+        needs[i] = n.leaf < static_cast<int>(n_in) && next[n.leaf].fn != nullptr;
+      else if (n.kind == ir::Kind::Op)
+        for (int k = 0; k < n.nargs; ++k) needs[i] = needs[i] || needs[n.args[k]];
+    }
+    for (size_t i = F.nodes.size(); i-- > 0;) {
+      const auto& n = F.nodes[i];
+      if (adj[i] < 0 || n.kind != ir::Kind::Op || !needs[i] || !n.op->vjp) continue;
+      int contrib[3] = {-1, -1, -1};
+      bool need[3] = {false, false, false};
+      for (int k = 0; k < n.nargs; ++k) need[k] = needs[n.args[k]];
+      n.op->vjp(b, n, n.args, self_id[i], adj[i], contrib, need);
+      for (int k = 0; k < n.nargs; ++k) {
+        if (contrib[k] < 0) continue;
+        int a = n.args[k];
+        adj[a] = adj[a] < 0 ? contrib[k] : F.nodes[a].type->add(b, adj[a], contrib[k]);
+      }
+    }
+    plan->roots.assign(n_in, -1);
+    for (size_t k = 0; k < n_in; ++k)
+      if (next[k].fn) plan->roots[k] = adj[F.leaf_node[k]];
+    plan->live = live_nodes(*B, plan->roots);
+    plan->graph = std::move(B);
+    return plan;
+  }
+  std::shared_ptr<const ir::BackwardPlan> plan_for(bool use_values) const {
+    const size_t n_in = next.size();
+    if (n_in > 64 || !graph->cache) return build_plan(0, use_values);
+    uint64_t mask = 0;
+    for (size_t k = 0; k < n_in; ++k)
+      if (next[k].fn) mask |= uint64_t(1) << k;
+    // the plan this thread used last (a loop asks for the same one again and again)
+    thread_local const ir::Graph* last_graph = nullptr;
+    thread_local std::shared_ptr<const ir::BackwardPlan> last_plan;
+    if (last_graph == graph.get() && last_plan->needs == mask && last_plan->use_values == use_values) return last_plan;
+    auto remember = [&](std::shared_ptr<const ir::BackwardPlan> p) {
+      last_graph = graph.get();
+      last_plan = p;
+      return p;
+    };
+    auto& c = *graph->cache;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      for (auto& p : c.plans)
+        if (p->needs == mask && p->use_values == use_values) return remember(p);
+    }
+    auto p = build_plan(mask, use_values);
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.plans.push_back(p);
+    return remember(p);
+  }
+
+  GradList apply(GradList& grads) override {
+    const ir::Graph& F = *graph;
+    const size_t n_in = next.size();
+    auto plan = plan_for(!any_level_active());
+    for (size_t k = 0; k < n_in && !plan->use_values; ++k)
+      if (plan->live[F.leaf_node[k]] && !inputs[k].t) plan = plan_for(true);  // recorded without its inputs
+    const auto& live = plan->live;
+    // saved tensors the adjoint graph reads must be unchanged
+    GradList leaves(plan->graph->leaves.size());
+    for (size_t k = 0; k < n_in; ++k) {
+      if (!live[F.leaf_node[k]]) continue;
+      check_version(*inputs[k].t, inputs[k].version, "a fused elementwise expression");
+      leaves[k] = inputs[k].t;
+    }
+    for (size_t r = 0; r < outs.size(); ++r) {
+      const Out& o = outs[r];
+      if (live[F.leaf_node[o.value_slot]]) {
+        REEL_CHECK(o.value.t, error, "autograd: internal error: an output needed by backward was not saved");
+        check_version(*o.value.t, o.value.version, "a fused elementwise expression (its result)");
+        auto v = plain_alias(*o.value.t);
+        if (grad_mode_flag()) set_history(*v, self.lock(), static_cast<int>(r));
+        leaves[o.value_slot] = v;
+      }
+      leaves[o.grad_slot] = grads[r];
+    }
+    auto res = ir_apply(*plan->graph, std::move(leaves), plan->roots, live);
+    for (size_t k = 0; k < n_in; ++k)
+      if (res[k] && res[k]->sizes != input_sizes[k]) res[k] = F.leaves[k]->grad->reduce_to(res[k], input_sizes[k]);
+    return res;
+  }
+};
+
+REEL_INLINE GradPtr align_batched(const GradPtr& t, size_t rank, const GradType* type);
+
+// Vector mode: in a tangent graph, the parts that depend on no tangent (the derivative
+// factors, pow(x, n - 1) and the like) are the same for every direction. Each such part that
+// feeds the tangent computation is evaluated once, at its own (unbatched) shape, and becomes a
+// leaf, so the fused pass over [batch, *sizes] does only the tangent arithmetic.
+REEL_INLINE void hoist_primal_parts(ir::Graph& T, GradList& leaves, std::span<const int> roots, size_t first_tangent_slot);
+
+// The tangent graph of F for the input slots marked in `with`: F's nodes, one leaf per marked
+// slot (its tangent; the caller appends their values in slot order after F's leaves), and
+// each op's forward rule. Returns the roots' tangent nodes (-1: no tangent).
+REEL_INLINE std::vector<int> build_tangent_graph(ir::Graph& T, const ir::Graph& F, const std::vector<char>& with,
+                                            std::span<const int> roots);
+
+// Vector mode with structure (structured.hpp): the tangent graph is linear in the tangents,
+// so each input's tangent goes through it alone (the others zero), one term at a time, and
+// each output term keeps its input term's pattern (dims shifted by broadcasting). Returns
+// false (nothing done) when no input has a structured tangent.
+REEL_INLINE bool record_struct_tangents(const std::shared_ptr<const ir::Graph>& F, const GraphRecord& rec, uint64_t level);
+
+REEL_INLINE void record_graph(GraphRecord rec);
+
+// ------------------------------------------------------------------ typed entry points
+template <class X> void collect_leaf_impls(const X&, const GradPtr**, size_t&) {}
+template <class T, class D> void collect_leaf_impls(const Tensor<T, D>& t, const GradPtr** v, size_t& n) { v[n++] = &t.impl_ptr(); }
+template <class Op, class... A> void collect_leaf_impls(const Expr<Op, A...>& e, const GradPtr** v, size_t& n) {
+  std::apply([&](const auto&... a) { (collect_leaf_impls(a, v, n), ...); }, e.args);
+}
+template <class X> bool any_leaf_meta(const X&) { return false; }
+template <class T, class D> bool any_leaf_meta(const Tensor<T, D>& t) { return t.impl().autograd != nullptr; }
+template <class Op, class... A> bool any_leaf_meta(const Expr<Op, A...>& e) {
+  return std::apply([&](const auto&... a) { return (false || ... || any_leaf_meta(a)); }, e.args);
+}
+
+template <class R, class D, class E>
+PendingRecord begin_record(const E& e) {
+  PendingRecord p;
+  if constexpr (autograd_type_v<R, D>) {
+    if (!any_leaf_meta(e)) return p;
+    const GradPtr* leaves[kMaxOperands];
+    const TensorImpl* lp[kMaxOperands];
+    size_t n = 0;
+    collect_leaf_impls(e, leaves, n);
+    for (size_t k = 0; k < n; ++k) lp[k] = leaves[k]->get();
+    if (!autograd_needed(lp, n)) return p;
+    p.active = true;
+    p.inputs.reserve(n);
+    for (size_t k = 0; k < n; ++k) p.inputs.push_back({*leaves[k], version_of(*lp[k])});
+  }
+  return p;
+}
+template <class R, class D, class E>
+void finish_record(PendingRecord& p, const Tensor<R, D>& out, const E& e) {
+  if constexpr (autograd_type_v<R, D>) {
+    if (!p.active) return;
+    GraphRecord rec;
+    rec.graph = &scratch_graph();
+    ir::Builder b{*rec.graph};
+    rec.roots.push_back(ir::to_ir_as<R, D>(b, e));
+    rec.inputs = std::move(p.inputs);
+    rec.outputs.push_back(out.impl_ptr());
+    record_graph(std::move(rec));
+  }
+}
+template <class R, class D, class E>
+void record_expr(const Tensor<R, D>& out, const E& e) {
+  if constexpr (autograd_type_v<R, D>) {
+    auto p = begin_record<R, D>(e);
+    finish_record(p, out, e);
+  }
+}
+
+// ------------------------------------------------------------------ ops with reel-op rules
+// Records `out = op(inputs...)`: `bw(grad_out)` returns the inputs' gradients (undefined:
+// none), `fw(tangents)` the output's tangent from the inputs' tangents (undefined: zero).
+// Both are written with reel ops, so they are recorded in turn (higher orders). Only the
+// calls of bw and fw are typed; the bookkeeping is shared by every op.
+struct FnNodeBase : Node {
+  const char* op_name = "";
+  std::vector<SavedTensor> saved;  // tensors bw reads (checked against in-place writes)
+  std::vector<Shape> input_sizes;
+  const char* name() const override { return op_name; }
+  virtual GradList call(const GradPtr& g) = 0;
+  GradList apply(GradList& grads) override {
+    for (auto& s : saved) check_version(*s.t, s.version, op_name);
+    auto res = call(grads[0]);
+    for (size_t k = 0; k < res.size(); ++k)
+      REEL_CHECK(!res[k] || res[k]->sizes == input_sizes[k], error, "autograd: ", op_name,
+                 " returned a gradient of shape ", res[k]->sizes, " for an input of shape ", input_sizes[k]);
+    return res;
+  }
+};
+template <class T, class D, class Bw>
+struct FnNode final : FnNodeBase {
+  std::optional<Bw> bw;
+  explicit FnNode(Bw f) : bw(std::move(f)) {}
+  void release_saved() override { bw.reset(); }
+  GradList call(const GradPtr& g) override {
+    auto gs = (*bw)(Tensor<T, D>(g));
+    GradList res(gs.size());
+    for (size_t k = 0; k < gs.size(); ++k)
+      if (gs[k].defined()) res[k] = gs[k].impl_ptr();
+    return res;
+  }
+};
+
+struct FnPlan {
+  std::vector<const TensorImpl*> ins;
+  bool reverse = false;
+  std::vector<uint64_t> levels;
+  bool any() const { return reverse || !levels.empty(); }
+};
+inline void plan_fn(FnPlan& p) {
+  if (!autograd_needed(p.ins.data(), p.ins.size())) return;
+  if (grad_mode_flag())
+    for (auto* t : p.ins) p.reverse = p.reverse || (t && impl_requires_grad(*t));
+  if (any_level_active()) collect_levels(p.ins.data(), p.ins.size(), p.levels);
+}
+REEL_INLINE void attach_fn(const std::shared_ptr<FnNodeBase>& node, const char* name, const FnPlan& p,
+                      GradList inputs, GradList saved, const GradType* type, TensorImpl& out);
+
+// A forward rule written for one direction, applied to each of a batched level's `batch`
+// directions (the fallback of vector mode: elementwise ops, views and sums have batched rules
+// of their own; these ops loop).
+template <class T, class D, class Fw>
+Tensor<T, D> batched_rule(Fw& fw, const std::vector<Tensor<T, D>>& ts, const Tensor<T, D>& out, int64_t batch) {
+  std::vector<Tensor<T, D>> parts;
+  bool any = false;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Tensor<T, D>> tb(ts.size());
+    for (size_t k = 0; k < ts.size(); ++k)
+      if (ts[k].defined()) tb[k] = ts[k].select(0, b);
+    Tensor<T, D> r = fw(tb);
+    any = any || r.defined();
+    parts.push_back(r);
+  }
+  if (!any) return {};
+  for (auto& r : parts)
+    if (!r.defined()) r = Tensor<T, D>(ir::grad_type_of<T, D>()->zeros(out.sizes()));
+  return stack(parts, 0);
+}
+
+template <class T, class D, class Bw, class Fw>
+Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
+                       std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
+  if constexpr (autograd_type_v<T, D>) {
+    FnPlan p;
+    p.ins.reserve(inputs.size());
+    for (const auto& t : inputs) p.ins.push_back(t.defined() ? &t.impl() : nullptr);
+    plan_fn(p);
+    if (!p.any()) return out;
+    if (out.impl().autograd) out = Tensor<T, D>(plain_alias(out.impl()));  // a fresh handle for the new history
+    if (p.reverse) {
+      GradList in, sv;
+      for (const auto& t : inputs) in.push_back(t.defined() ? t.impl_ptr() : nullptr);
+      for (const auto& t : saved) sv.push_back(t.impl_ptr());
+      attach_fn(std::make_shared<FnNode<T, D, std::decay_t<Bw>>>(std::forward<Bw>(bw)), name, p, std::move(in),
+                std::move(sv), ir::grad_type_of<T, D>(), out.impl());
+    }
+    for (uint64_t level : p.levels) {
+      std::vector<Tensor<T, D>> ts(inputs.size());
+      for (size_t k = 0; k < inputs.size(); ++k)
+        if (p.ins[k])
+          if (GradPtr t = tangent_of(*p.ins[k], level)) ts[k] = Tensor<T, D>(t);
+      LevelMask mask(level);
+      GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
+      Tensor<T, D> t = level_batch(level) ? batched_rule(fw, ts, out, level_batch(level)) : fw(ts);
+      if (t.defined()) set_tangent(out.impl(), level, t.impl_ptr());
+    }
+  }
+  return out;
+}
+template <class T, class D, class Bw, class Fw>
+Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::initializer_list<Tensor<T, D>> inputs,
+                       std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
+  return record_fn(std::move(out), name, std::span<const Tensor<T, D>>(inputs.begin(), inputs.size()), saved,
+                   std::forward<Bw>(bw), std::forward<Fw>(fw));
+}
+
+// Sums a gradient over the dimensions that broadcasting added or expanded.
+template <class T, class D>
+Tensor<T, D> reduce_to(const Tensor<T, D>& g, const Shape& sizes) {
+  if (g.sizes() == sizes) return g;
+  Shape dims;
+  int64_t off = g.dim() - static_cast<int64_t>(sizes.size());
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (d < off || (sizes[d - off] == 1 && g.size(d) != 1)) dims.push_back(d);
+  if (dims.empty()) return g.reshape(sizes);
+  return sum(g, dims, true).reshape(sizes);
+}
+
+// ------------------------------------------------------------------ type-erased ops
+// Views, clone, sum and mean are recorded by non-template nodes that reach the element type
+// only through the GradType table: one copy of this code serves every dtype, which keeps
+// the compile time of programs that use several dtypes down.
+struct ErasedNode : Node {
+  const GradType* type = nullptr;
+  const char* op_name = "";
+  const char* name() const override { return op_name; }
+  virtual GradPtr backward(const GradPtr& g) const = 0;
+  // The output's tangent; batch > 0: t holds that many directions (a leading dim).
+  virtual GradPtr forward(const GradPtr& t, int64_t batch) const = 0;
+  // The output's structured tangent (structured.hpp); null: the op needs the dense one.
+  virtual StructPtr forward_struct(const StructTangent&, const Shape& /*out_sizes*/) const { return nullptr; }
+  GradList apply(GradList& grads) override { return {backward(grads[0])}; }
+};
+
+// Records out = op(in) (one input, one output) for both modes.
+REEL_INLINE GradPtr record_unary(const GradPtr& in, GradPtr out, std::shared_ptr<ErasedNode> node);
+
+GradPtr apply_view(const GradPtr& t, const ViewSpec& v, const GradType* type);
+GradPtr embed(const GradPtr& g, const Shape& in_sizes, const ViewSpec& v, const GradType* type);
+
+// A view's gradient: scattered into zeros shaped like its input (select, slice), reshaped or
+// permuted back, or summed over the expanded dims.
+REEL_INLINE GradPtr view_backward(const GradPtr& g, const ViewSpec& v, const Shape& in_sizes, const GradType* type);
+// Vector mode: view v applied to each direction of a batched tangent (dims shift by one).
+REEL_INLINE ViewSpec batched_spec(ViewSpec v, int64_t batch);
+struct ViewNode final : ErasedNode {
+  ViewSpec spec;
+  Shape in_sizes;
+  GradPtr backward(const GradPtr& g) const override { return view_backward(g, spec, in_sizes, type); }
+  GradPtr forward(const GradPtr& t, int64_t batch) const override {
+    if (!t) return nullptr;
+    if (!batch) return apply_view(t, spec, type);
+    if (spec.kind == ViewSpec::Expand)  // new leading dims go after the directions
+      return apply_view(align_batched(t, spec.shape.size(), type), batched_spec(spec, batch), type);
+    return apply_view(t, batched_spec(spec, batch), type);
+  }
+  StructPtr forward_struct(const StructTangent& s, const Shape& out) const override { return view_struct(s, spec, out); }
+};
+struct EmbedNode final : ErasedNode {
+  ViewSpec spec;
+  Shape out_sizes;
+  GradPtr backward(const GradPtr& g) const override { return apply_view(g, spec, type); }
+  GradPtr forward(const GradPtr& t, int64_t batch) const override {
+    if (!t) return nullptr;
+    if (!batch) return embed(t, out_sizes, spec, type);
+    Shape s = out_sizes;
+    s.insert(0, batch);
+    return embed(t, s, batched_spec(spec, batch), type);
+  }
+};
+struct CloneNode final : ErasedNode {
+  GradPtr backward(const GradPtr& g) const override { return g; }
+  GradPtr forward(const GradPtr& t, int64_t) const override { return t; }
+  StructPtr forward_struct(const StructTangent& s, const Shape&) const override {
+    return std::make_shared<const StructTangent>(s);
+  }
+};
+
+REEL_INLINE GradPtr view_with(const TensorImpl& t, Geometry g);
+// Records `out` (already made) as view `spec` of `in`.
+REEL_INLINE GradPtr record_view_erased(const GradPtr& in, GradPtr out, ViewSpec spec, const GradType* type);
+REEL_INLINE GradPtr apply_view(const GradPtr& t, const ViewSpec& v, const GradType* type);
+// A batched tangent [B, *S] viewed as [B, 1, ..., 1, *S] with `rank` dims after B, so the
+// directions stay first when it broadcasts against tensors of a higher rank.
+REEL_INLINE GradPtr align_batched(const GradPtr& t, size_t rank, const GradType* type);
+REEL_INLINE GradPtr embed(const GradPtr& g, const Shape& in_sizes, const ViewSpec& v, const GradType* type);
+REEL_INLINE GradPtr record_clone_erased(const GradPtr& in, GradPtr out, const GradType* type);
+
+// sum (scale 1) and mean (scale 1/n) over dims: the gradient is broadcast back.
+struct SumNode final : ErasedNode {
+  Shape dims, in_sizes, keep_sizes;
+  bool keepdim = false;
+  double scale = 1;
+  GradPtr backward(const GradPtr& g) const override {
+    GradPtr s = scale == 1 ? g : type->scale(g, scale);
+    GradPtr k = apply_view(s, {ViewSpec::Reshape, 0, 0, 0, 0, keep_sizes}, type);
+    return apply_view(k, {ViewSpec::Expand, 0, 0, 0, 0, in_sizes}, type);
+  }
+  GradPtr forward(const GradPtr& t, int64_t batch) const override {
+    if (!t) return nullptr;
+    GradPtr s;
+    if (batch && in_sizes.size() == 0) {  // a 0-d input: nothing to sum in any direction
+      s = t;
+    } else if (batch) {  // the same dims of every direction
+      const int64_t nd = in_sizes.size();
+      Shape d;
+      if (dims.empty())
+        for (int64_t i = 0; i < nd; ++i) d.push_back(i + 1);
+      else
+        for (int64_t i : dims) d.push_back(wrap_dim(i, nd, "sum") + 1);
+      s = type->sum(t, d, keepdim);
+    } else {
+      s = type->sum(t, dims, keepdim);
+    }
+    return scale == 1 ? s : type->scale(s, scale);
+  }
+  StructPtr forward_struct(const StructTangent& s, const Shape& out) const override {
+    return sum_struct(s, dims, keepdim, scale, out);
+  }
+};
+REEL_INLINE GradPtr record_sum(const GradPtr& in, GradPtr out, const Shape& dims, const Shape& keep_sizes, bool keepdim,
+                          double scale, const GradType* type);
+
+template <class T, class D> const GradType* grad_type_ptr() {
+  if constexpr (autograd_type_v<T, D>)
+    return ir::grad_type_of<T, D>();
+  else
+    return nullptr;
+}
+template <class T, class D>
+Tensor<T, D> record_view(const Tensor<T, D>& in, Tensor<T, D> out, ViewSpec spec) {
+  if constexpr (autograd_type_v<T, D>)
+    return Tensor<T, D>(record_view_erased(in.impl_ptr(), out.impl_ptr(), std::move(spec), grad_type_ptr<T, D>()));
+  return out;
+}
+template <class T, class D>
+Tensor<T, D> record_clone(const Tensor<T, D>& in, Tensor<T, D> out) {
+  if constexpr (autograd_type_v<T, D>)
+    return Tensor<T, D>(record_clone_erased(in.impl_ptr(), out.impl_ptr(), grad_type_ptr<T, D>()));
+  return out;
+}
+
+// In-place writes: refused where the result would silently lose gradient.
+template <class T, class D>
+void check_inplace(const Tensor<T, D>& out, bool records) {
+  if constexpr (autograd_type_v<T, D>) {
+    auto* m = meta_of(out.impl());
+    if (grad_mode_flag() && m && m->requires_grad && !m->grad_fn)
+      raise<error>("a leaf tensor that requires grad is being used in an in-place operation; do it under ",
+                   "autograd::no_grad, or on a clone");
+    if (!records && !(m && m->grad_fn)) return;
+    bool partial = out.storage_offset() != 0 || !out.is_contiguous() ||
+                   static_cast<size_t>(out.numel()) * sizeof(T) < out.impl().storage->nbytes;
+    REEL_CHECK(!(m && m->is_view) && !(records && partial), not_implemented_error,
+               "autograd: an in-place write into a view (part of another tensor's storage) is not supported when ",
+               "either side requires grad or has a tangent; build the result out of place (cat, stack, where) instead");
+    if (!records && m) {  // overwritten by a constant: no history any more
+      m->grad_fn.reset();
+      m->requires_grad = false;
+      m->tangents.clear();
+    }
+  }
+}
+
+// ------------------------------------------------------------------ the engine's entry point
+struct GradRequest {
+  GradList outputs, grad_outputs, inputs;
+  std::vector<const GradType*> output_types, input_types;
+  bool retain_graph = false, create_graph = false, allow_unused = false, accumulate = true;
+};
+REEL_INLINE GradList run_grad(GradRequest& q);
+
+}  // namespace detail
+
+namespace detail::ir {
+// The GradType of (T, D): gradient arithmetic written with reel ops on D's tensors.
+template <class T, class D> GradPtr grad_add(const GradPtr& a, const GradPtr& b) {
+  return Tensor<T, D>(Tensor<T, D>(a) + Tensor<T, D>(b)).impl_ptr();
+}
+template <class T, class D> GradPtr grad_zeros(const Shape& s) {
+  auto t = make_tensor<T, D>(s);
+  GradModeGuard ng(false);
+  t.fill_(T(0));
+  return t.impl_ptr();
+}
+template <class T, class D> GradPtr grad_clone(const GradPtr& g) {
+  GradModeGuard ng(false);
+  return Tensor<T, D>(plain_alias(*g)).clone().impl_ptr();
+}
+template <class T, class D> void grad_add_inplace(const GradPtr& acc, const GradPtr& g) {
+  GradModeGuard ng(false);
+  Tensor<T, D>(acc).add_(Tensor<T, D>(plain_alias(*g)));
+}
+template <class T, class D> GradPtr grad_reduce_to(const GradPtr& g, const Shape& s) {
+  return reduce_to(Tensor<T, D>(g), s).impl_ptr();
+}
+template <class T, class D> GradPtr grad_expand(const GradPtr& g, const Shape& s) {
+  return Tensor<T, D>(g).expand(s).impl_ptr();
+}
+template <class T, class D> GradPtr grad_sum(const GradPtr& g, const Shape& dims, bool keepdim) {
+  return sum(Tensor<T, D>(g), dims, keepdim).impl_ptr();
+}
+template <class T, class D> GradPtr grad_scale(const GradPtr& g, double s) {
+  return Tensor<T, D>(Tensor<T, D>(g) * s).impl_ptr();
+}
+template <class T, class D> GradPtr grad_contiguous(const GradPtr& g) { return Tensor<T, D>(g).contiguous().impl_ptr(); }
+template <class T, class D> void grad_copy_into(const GradPtr& dst, const GradPtr& src) {
+  GradModeGuard ng(false);
+  Tensor<T, D>(dst).copy_(Tensor<T, D>(plain_alias(*src)));
+}
+template <class T, class D> const GradType* grad_type_of() {
+  static const GradType t{scalar_type_v<T>,        &grad_add<T, D>,       &grad_zeros<T, D>,  &grad_clone<T, D>,
+                          &grad_add_inplace<T, D>, &grad_reduce_to<T, D>, &grad_expand<T, D>, &grad_sum<T, D>,
+                          &grad_scale<T, D>,       &grad_contiguous<T, D>, &grad_copy_into<T, D>};
+  return &t;
+}
+}  // namespace detail::ir
+
+}  // namespace reel
+
+namespace reel::inline REEL_ABI {
+// ------------------------------------------------------------------ Tensor members
+template <class T, class D>
+Tensor<T, D>& Tensor<T, D>::requires_grad_(bool on) {
+  if (on)
+    REEL_CHECK((detail::autograd_type_v<T, D>), type_error, "requires_grad_: only floating point and complex CPU ",
+               "tensors and floating point CUDA tensors can require gradients, got ", scalar_type_of<T>::name, " on ",
+               D::name);
+  auto& m = detail::ensure_meta(impl());
+  REEL_CHECK(on || !m.grad_fn, error, "requires_grad_: you can only change requires_grad flags of leaf tensors");
+  m.requires_grad = on;
+  return *this;
+}
+template <class T, class D>
+bool Tensor<T, D>::requires_grad() const {
+  return detail::impl_requires_grad(impl());
+}
+template <class T, class D>
+bool Tensor<T, D>::is_leaf() const {
+  auto* m = detail::meta_of(impl());
+  return !m || !m->grad_fn;
+}
+template <class T, class D>
+Tensor<T, D> Tensor<T, D>::grad() const {
+  auto* m = detail::meta_of(impl());
+  return m && m->grad ? Tensor<T, D>(m->grad) : Tensor<T, D>();
+}
+template <class T, class D>
+void Tensor<T, D>::set_grad(const Tensor& g) const {
+  REEL_CHECK(!g.defined() || g.sizes() == sizes(), value_error, "set_grad: assigned grad has shape ", g.sizes(),
+             " but the tensor has shape ", sizes());
+  detail::ensure_meta(impl()).grad = g.defined() ? g.impl_ptr() : nullptr;
+}
+template <class T, class D>
+void Tensor<T, D>::retain_grad() const {
+  auto* m = detail::meta_of(impl());
+  REEL_CHECK(m && m->requires_grad, error, "retain_grad: can't retain_grad on a tensor that has requires_grad = false");
+  if (!m->grad_fn || m->retains_grad) return;
+  m->retains_grad = true;
+  m->grad_fn->retained.push_back({m->output_nr, impl_ptr()});
+}
+template <class T, class D>
+bool Tensor<T, D>::retains_grad() const {
+  auto* m = detail::meta_of(impl());
+  return m && m->retains_grad;
+}
+template <class T, class D>
+template <class F>
+RemovableHandle Tensor<T, D>::register_hook(F&& f) const {
+  auto* m = detail::meta_of(impl());
+  REEL_CHECK(m && m->requires_grad, error, "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  detail::HookFn fn = [f = std::forward<F>(f)](const detail::GradPtr& g) -> detail::GradPtr {
+    using R = std::invoke_result_t<F&, const Tensor<T, D>&>;
+    if constexpr (std::is_void_v<R>) {
+      f(Tensor<T, D>(g));
+      return nullptr;
+    } else {
+      Tensor<T, D> r = f(Tensor<T, D>(g));
+      if (r.defined())
+        REEL_CHECK(r.sizes() == Shape(g->sizes), value_error, "register_hook: a hook returned a gradient of shape ",
+                   r.sizes(), " for a tensor of shape ", g->sizes);
+      return r.defined() ? r.impl_ptr() : nullptr;
+    }
+  };
+  uint64_t id = detail::next_hook_id();
+  std::shared_ptr<detail::HookList> list;
+  if (!m->grad_fn) {
+    if (!m->hooks) m->hooks = std::make_shared<detail::HookList>();
+    list = m->hooks;
+  } else {
+    for (auto& [slot, l] : m->grad_fn->pre_hooks)
+      if (slot == m->output_nr) list = l;
+    if (!list) {
+      list = std::make_shared<detail::HookList>();
+      m->grad_fn->pre_hooks.push_back({m->output_nr, list});
+    }
+  }
+  list->hooks.push_back({id, std::move(fn)});
+  return RemovableHandle(list, id);
+}
+template <class T, class D>
+void Tensor<T, D>::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  if constexpr (detail::autograd_type_v<T, D>) {
+    detail::GradRequest q;
+    q.outputs.push_back(impl_ptr());
+    q.output_types.push_back(detail::ir::grad_type_of<T, D>());
+    if (grad.defined()) {
+      q.grad_outputs.push_back(grad.impl_ptr());
+    } else {
+      REEL_CHECK(numel() == 1, value_error, "backward: grad can be implicitly created only for scalar outputs (this ",
+                 "tensor has shape ", sizes(), "); pass a gradient of the same shape");
+      q.grad_outputs.push_back(detail::ir::grad_zeros<T, D>(sizes()));
+      Tensor<T, D>(q.grad_outputs[0]).fill_(T(1));
+    }
+    q.create_graph = create_graph;
+    q.retain_graph = retain_graph || q.create_graph;
+    detail::run_grad(q);
+  } else {
+    raise<error>("backward: element 0 of tensors does not require grad and does not have a grad_fn (dtype ",
+                 scalar_type_of<T>::name, " cannot require grad)");
+  }
+}
+}  // namespace reel
+
+#ifndef REEL_COMPILED_LIB
+#include "record-inl.hpp"
+#endif

@@ -1,0 +1,19 @@
+#pragma once
+// reel's CUDA backend: Tensor<T, CUDA>. Include this (instead of, or after, <reel.hpp>) from a
+// translation unit compiled by nvcc with `--expt-relaxed-constexpr --extended-lambda`, and
+// link CUDA::cudart and CUDA::cublasLt. CPU-only code never needs it.
+//
+//   auto a = reel::randn<float, reel::CUDA>({1024, 1024});
+//   auto c = reel::matmul(a, a) + 1.0f;          // cuBLASLt, then one elementwise kernel
+//   auto h = c.to_device<reel::CPU>();
+#if !defined(__CUDACC__)
+#error "reel: <cuda.hpp> holds CUDA kernels; compile this translation unit with nvcc"
+#endif
+
+#include "reel.hpp"
+#include "cuda/backend.cuh"
+
+// ---- area headers (each specializes its Device* trait for CUDA)
+#include "cuda/multi_tensor.cuh"  // foreach (DeviceForeach) and fused optimizer steps (DeviceOptim)
+#include "cuda/blaslt.hpp"       // matmul / mm / bmm through cuBLASLt (DeviceGemm)
+#include "cuda/lce.cuh"          // fused linear_cross_entropy (DeviceLce)

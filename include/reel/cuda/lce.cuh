@@ -1,0 +1,666 @@
+#pragma once
+// linear_cross_entropy for CUDA tensors: the DeviceLce<CUDA> trait that
+// nn/linear_cross_entropy.hpp dispatches to. Same algorithm, row formula and semantics as
+// the CPU version (read its header comment first); what differs is where things live:
+//   - X and W stay in their dtype (float, half, bfloat16 or double); the logits buffer is in
+//     the accumulation type A (fp32, or fp64 for double).
+//   - Per chunk of rows: Z = X_c Wᵀ (cuBLASLt, fp32 accumulation, written as A); one block
+//     per row computes max and sum of exponentials in one pass (online logsumexp), the
+//     target and smoothing terms and the loss, then writes the row's scaled gradient
+//     (softmax minus target mass): over Z for float / double, into a second buffer in the
+//     input dtype for half / bfloat16 (cuBLASLt multiplies two matrices of one dtype).
+//     Then dX_c = G W (written in the input dtype), dW += Gᵀ X_c (beta = 1, in A), and
+//     db += column sums of G (in A, from the A values).
+//   - Gradients of dW and db are accumulated in A and cast to the input dtype at the end.
+// Higher-order derivatives (create_graph, forward mode) are not implemented on CUDA: they
+// raise not_implemented_error (the CPU uses a dense formula whose reductions CUDA lacks).
+#include "../core/config.hpp"
+#include <memory>
+#include <tuple>
+
+#include "blaslt.hpp"
+#include "device_errors.hpp"
+
+namespace reel::inline REEL_ABI {
+namespace detail::cuda::lce {
+
+inline constexpr int kRowThreads = 256;     // per row: a multiple of 32, at most 1024
+inline constexpr int kMaxRowBlocks = 1 << 20;  // rows beyond this loop inside the blocks
+
+// The problem, every pointer on the device.
+template <class A, class T>
+struct Problem {
+  int64_t N = 0, D = 0, V = 0, chunk = 1;
+  const T* X = nullptr;        // [N, D]
+  const T* W = nullptr;        // [V, D]
+  const T* b = nullptr;        // [V] or null
+  const int64_t* y = nullptr;  // [N] class indices, or null (out of range: reported, the row ignored)
+  const T* t = nullptr;        // [N, V] probabilities, or null
+  int64_t ignore_index = -100;
+  double eps = 0;
+};
+// What a pass produces (each optional).
+template <class A, class T>
+struct Outputs {
+  A* loss = nullptr;          // [N] per-row loss
+  A* lse = nullptr;           // [N] per-row logsumexp (kept for reduction none)
+  T* dX = nullptr;            // [N, D], written
+  A* dW = nullptr;            // [V, D], accumulated into (zeroed by alloc_grads)
+  A* db = nullptr;            // [V], accumulated into
+  const A* scale = nullptr;          // [N] gradient factor per row (backward of none), or
+  const A* uniform_scale = nullptr;  //   one factor for all rows (mean / sum), on the device
+  bool grads() const { return dX || dW || db; }
+};
+
+// ------------------------------------------------------------------ kernels
+template <class A>
+__device__ inline A dev_exp(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return ::expf(x);
+  else
+    return ::exp(x);  // (qualified: reel::exp is the elementwise tensor op)
+}
+template <class A>
+__device__ inline A dev_log(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return ::logf(x);
+  else
+    return ::log(x);
+}
+template <class A>
+__device__ inline A dev_inf() {
+  return std::numeric_limits<A>::infinity();
+}
+// exp(x - m) for x <= m, with exp(inf - inf) taken as 1 (an infinite maximum), not NaN.
+template <class A>
+__device__ inline A exp_below(A x, A m) {
+  return x == m ? A(1) : dev_exp(x - m);
+}
+
+// A row's partial sums. (No member initializers: block_reduce keeps these in __shared__.)
+template <class A>
+struct RowStats {
+  A m, s;              // running maximum and sum of exp(z - m): logsumexp = m + log s
+  double sz, st, stz;  // sum z, sum t, sum t z (smoothing and probability-target terms)
+};
+template <class A>
+__device__ inline RowStats<A> row_stats_identity() {
+  return {-dev_inf<A>(), A(0), 0.0, 0.0, 0.0};
+}
+template <class A>
+__device__ inline void push(RowStats<A>& r, A x) {
+  if (x > r.m) {
+    r.s = r.s * exp_below(r.m, x) + A(1);
+    r.m = x;
+  } else {
+    r.s += exp_below(x, r.m);  // (x = m = -inf adds 1 to a sum that the first finite x scales by 0)
+  }
+}
+template <class A>
+__device__ inline void merge(RowStats<A>& r, const RowStats<A>& o) {
+  const A m = o.m > r.m ? o.m : r.m;
+  r.s = r.s * exp_below(r.m, m) + o.s * exp_below(o.m, m);
+  r.m = m;
+  r.sz += o.sz;
+  r.st += o.st;
+  r.stz += o.stz;
+}
+template <class A>
+__device__ inline RowStats<A> warp_reduce(RowStats<A> r) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    RowStats<A> o;
+    o.m = __shfl_down_sync(0xffffffffu, r.m, off);
+    o.s = __shfl_down_sync(0xffffffffu, r.s, off);
+    o.sz = __shfl_down_sync(0xffffffffu, r.sz, off);
+    o.st = __shfl_down_sync(0xffffffffu, r.st, off);
+    o.stz = __shfl_down_sync(0xffffffffu, r.stz, off);
+    merge(r, o);  // (lanes past the end merge garbage; only lane 0's result is used)
+  }
+  return r;
+}
+// Every thread of the block gets the block's combined stats.
+template <class A>
+__device__ RowStats<A> block_reduce(RowStats<A> r) {
+  __shared__ RowStats<A> part[32];
+  __shared__ RowStats<A> total;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  r = warp_reduce(r);
+  if (lane == 0) part[warp] = r;
+  __syncthreads();
+  if (warp == 0) {
+    r = lane < warps ? part[lane] : row_stats_identity<A>();
+    r = warp_reduce(r);
+    if (lane == 0) total = r;
+  }
+  __syncthreads();
+  r = total;
+  __syncthreads();  // (part and total are reused for the block's next row)
+  return r;
+}
+
+template <class A, class T>
+struct RowArgs {
+  A* z;          // the chunk's logits [rows, V] (row i at z + i V)
+  T* g;          // gradient rows in T [rows, V], or null (the gradient then stays in z only)
+  bool write_z;  // also write the gradient (in A) over z
+  int64_t rows, V, row0;
+  const T* b;
+  const int64_t* y;
+  const T* t;
+  int64_t ignore_index;
+  A keep, spread, eps;  // 1 - e, e / V, e
+  bool smoothing;       // e != 0
+  const A* known_lse;
+  A* loss;
+  A* lse_out;
+  bool grads;
+  const A* scale;
+  const A* uniform_scale;
+};
+
+template <class A, class T>
+__device__ inline A logit(const RowArgs<A, T>& p, const A* z, int64_t j) {
+  return p.b ? z[j] + convert<A>(p.b[j]) : z[j];
+}
+
+// One block per row of the chunk (see the CPU row_pass for the formula). 64-bit indexing
+// throughout: i * V exceeds 2^31 for large chunks and vocabularies.
+template <class A, class T, bool Hard>
+__global__ void __launch_bounds__(kRowThreads) row_kernel(RowArgs<A, T> p) {
+  const int64_t V = p.V;
+  for (int64_t i = blockIdx.x; i < p.rows; i += gridDim.x) {
+    const int64_t n = p.row0 + i;
+    A* z = p.z + i * V;
+    T* g = p.g ? p.g + i * V : nullptr;
+    const T* t = Hard ? nullptr : p.t + n * V;
+    int64_t yi = 0;
+    bool kept = true;
+    if constexpr (Hard) {
+      yi = p.y[n];
+      kept = yi != p.ignore_index && yi >= 0 && yi < V;  // (out of range: count_targets_kernel reports it)
+    }
+    RowStats<A> st = row_stats_identity<A>();
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+      const A x = logit(p, z, j);
+      push(st, x);
+      st.sz += static_cast<double>(x);
+      if constexpr (!Hard) {
+        const double tv = static_cast<double>(convert<A>(t[j]));
+        st.st += tv;
+        st.stz += tv * static_cast<double>(x);
+      }
+    }
+    // The target logit, read before the barrier below: after it, the gradient pass may
+    // overwrite z[y].
+    A zy = 0;
+    if (Hard && kept && threadIdx.x == 0) zy = logit(p, z, yi);
+    st = block_reduce(st);
+    const bool inf_max = st.m == dev_inf<A>() || st.m == -dev_inf<A>();
+    const A lse = p.known_lse ? p.known_lse[n] : inf_max ? st.m : st.m + dev_log(st.s);
+    const A a = Hard ? A(1) : p.keep * static_cast<A>(st.st) + p.eps;  // the row's target mass
+    if (threadIdx.x == 0) {
+      if (p.lse_out) p.lse_out[n] = lse;
+      if (p.loss) {
+        double l = 0;
+        if constexpr (Hard) {
+          if (kept) {
+            l = static_cast<double>(lse) - static_cast<double>(p.keep) * static_cast<double>(zy);
+            if (p.smoothing) l -= static_cast<double>(p.spread) * st.sz;
+          }
+        } else {
+          l = static_cast<double>(a) * static_cast<double>(lse) -
+              (static_cast<double>(p.keep) * st.stz + static_cast<double>(p.spread) * st.sz);
+        }
+        p.loss[n] = static_cast<A>(l);
+      }
+    }
+    if (!p.grads) continue;
+    const A s = p.scale ? p.scale[n] : *p.uniform_scale;
+    if (Hard && (!kept || s == A(0))) {
+      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+        if (g) g[j] = convert<T>(A(0));
+        if (p.write_z) z[j] = A(0);
+      }
+      continue;
+    }
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+      const A x = logit(p, z, j);
+      A d;
+      if constexpr (Hard) {
+        d = dev_exp(x - lse) * s;
+        if (p.smoothing) d -= p.spread * s;
+        if (j == yi) d -= p.keep * s;
+      } else {
+        d = (dev_exp(x - lse) * a - (p.keep * convert<A>(t[j]) + p.spread)) * s;
+      }
+      if (g) g[j] = convert<T>(d);
+      if (p.write_z) z[j] = d;
+    }
+  }
+}
+
+// db[j] += sum over the chunk's rows of G[i, j] (one thread per column: coalesced rows).
+template <class A>
+__global__ void __launch_bounds__(256) column_sums_kernel(const A* G, int64_t rows, int64_t V, A* db) {
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < V;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    A s = 0;
+    for (int64_t i = 0; i < rows; ++i) s += G[i * V + j];
+    db[j] += s;
+  }
+}
+
+// The sum over a block of 256 threads of every thread's s (backend.cuh's block_reduce).
+struct DoubleSum {
+  REEL_HD static double combine(double a, double b) { return a + b; }
+};
+__device__ inline double block_sum(double s) { return cuda::block_reduce<DoubleSum>(s); }
+
+// *count = the rows whose target is not ignore_index (the mean's denominator), in double;
+// a target out of [0, V) is reported (raised at the next synchronization) and not counted.
+// Checked here, on the device, so that no step waits for the GPU to copy targets to the host.
+// (A template only so that every translation unit may instantiate it: -rdc links them.)
+template <int = 0>
+__global__ void __launch_bounds__(256) count_targets_kernel(const int64_t* y, int64_t N, int64_t V, int64_t ignore_index,
+                                                            double* count, DeviceErrorRecord* err) {
+  double c = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    const int64_t yi = y[n];
+    if (yi == ignore_index) continue;
+    if (yi < 0 || yi >= V)
+      report_device_error(err, DeviceErrorSite::CrossEntropyTarget, yi, V);
+    else
+      c += 1;
+  }
+  const double total = block_sum(c);
+  if (threadIdx.x == 0) *count = total;
+}
+
+// *out = the gradient factor of every row for mean (1 / count; 0 when no row counts, whose
+// gradients are all 0) or sum (1), times g[0] when g is given (the incoming gradient).
+template <class A, class T>
+__global__ void uniform_scale_kernel(const double* count, bool mean, const T* g, A* out) {
+  double s = 1;
+  if (mean) s = *count == 0 ? 0.0 : 1.0 / *count;
+  if (g) s *= static_cast<double>(convert<double>(*g));
+  *out = static_cast<A>(s);
+}
+
+// out[0] = (sum of loss[0, N), in double) / *divisor (sum: no divisor), written in T on the device.
+template <class A, class T>
+__global__ void __launch_bounds__(256) reduce_loss_kernel(const A* loss, int64_t N, const double* divisor, T* out) {
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) s += static_cast<double>(loss[i]);
+  const double total = block_sum(s);
+  if (threadIdx.x == 0)
+    out[0] = convert<T>(divisor ? total / *divisor : total);  // (mean of no kept rows: 0 / 0 = NaN, as on the CPU)
+}
+
+// ------------------------------------------------------------------ host side
+// Rows per chunk when the caller does not say: a logits buffer of about 1 GiB (plus half as
+// much for the fp16 / bf16 gradient copy), in multiples of 128 rows. Far larger than the
+// CPU's 32 MiB: every chunk reads and writes all of dW (V x D in A), so few large chunks keep
+// that traffic small next to the GEMMs, and tall GEMMs use the tensor cores well.
+template <class A>
+int64_t auto_chunk(int64_t V) {
+  int64_t c = std::max<int64_t>(1, (int64_t(1) << 30) / (static_cast<int64_t>(sizeof(A)) * V));
+  return c >= 128 ? c / 128 * 128 : c;
+}
+
+// Forward (and, if o asks, gradients) over all chunks, queued on the current stream.
+template <class A, class T>
+void run(const Problem<A, T>& P, Outputs<A, T>& o, const A* known_lse = nullptr) {
+  if (P.N == 0) return;
+  const int64_t V = P.V, Dm = P.D, cmax = std::min(P.chunk, P.N);
+  constexpr bool same = std::is_same_v<A, T>;
+  const bool grads = o.grads();
+  cudaStream_t stream = current_stream();
+  auto zbuf = empty<A, CUDA>({cmax * V});  // (counted by reel::gpu::memory_allocated)
+  Tensor<T, CUDA> gbuf;
+  if (grads && !same) gbuf = empty<T, CUDA>({cmax * V});
+  const bool tf32 = ::reel::gpu::allow_tf32();
+  const GemmDtype tt = gemm_dtype_v<T>(), ta = gemm_dtype_v<A>();
+
+  RowArgs<A, T> ra{};
+  ra.V = V;
+  ra.b = P.b;
+  ra.y = P.y;
+  ra.t = P.t;
+  ra.ignore_index = P.ignore_index;
+  ra.eps = static_cast<A>(P.eps);
+  ra.keep = A(1) - ra.eps;
+  ra.spread = ra.eps / static_cast<A>(V);
+  ra.smoothing = P.eps != 0;
+  ra.known_lse = known_lse;
+  ra.loss = o.loss;
+  ra.lse_out = o.lse;
+  ra.grads = grads;
+  ra.scale = o.scale;
+  ra.uniform_scale = o.uniform_scale;
+  // half / bfloat16: the gradient goes to gbuf for the GEMMs, and over Z too when db wants
+  // the unrounded values; float / double: over Z only.
+  ra.write_z = same || o.db;
+
+  for (int64_t r0 = 0; r0 < P.N; r0 += P.chunk) {
+    const int64_t c = std::min(P.chunk, P.N - r0);
+    A* Z = zbuf.data_ptr();
+    const T* Xc = P.X + r0 * Dm;
+    {  // Z[c, V] = X_c[c, D] Wᵀ (W stored [V, D]: read transposed in place)
+      GemmArgs g;
+      g.m = c, g.n = V, g.k = Dm;
+      g.a = Xc, g.lda = Dm;
+      g.b = P.W, g.ldb = Dm, g.trans_b = true;
+      g.c = Z, g.ldc = V;
+      g.ab_type = tt, g.c_type = ta, g.allow_tf32 = tf32, g.stream = stream;
+      gemm(g);
+    }
+    ra.z = Z;
+    ra.g = same ? nullptr : (grads ? gbuf.data_ptr() : nullptr);
+    ra.rows = c;
+    ra.row0 = r0;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(c, kMaxRowBlocks));
+    if (P.y)
+      row_kernel<A, T, true><<<blocks, kRowThreads, 0, stream>>>(ra);
+    else
+      row_kernel<A, T, false><<<blocks, kRowThreads, 0, stream>>>(ra);
+    REEL_CUDA_CHECK_LAUNCH("linear_cross_entropy row_kernel");
+    if (!grads) continue;
+    const T* G = same ? reinterpret_cast<const T*>(Z) : gbuf.data_ptr();
+    if (o.dX) {  // dX_c[c, D] = G[c, V] W[V, D]
+      GemmArgs g;
+      g.m = c, g.n = Dm, g.k = V;
+      g.a = G, g.lda = V;
+      g.b = P.W, g.ldb = Dm;
+      g.c = o.dX + r0 * Dm, g.ldc = Dm;
+      g.ab_type = tt, g.c_type = tt, g.allow_tf32 = tf32, g.stream = stream;
+      gemm(g);
+    }
+    if (o.dW) {  // dW[V, D] += Gᵀ[V, c] X_c[c, D] (G stored [c, V]: read transposed in place)
+      GemmArgs g;
+      g.m = V, g.n = Dm, g.k = c;
+      g.a = G, g.lda = V, g.trans_a = true;
+      g.b = Xc, g.ldb = Dm;
+      g.c = o.dW, g.ldc = Dm;
+      g.beta = 1;
+      g.ab_type = tt, g.c_type = ta, g.allow_tf32 = tf32, g.stream = stream;
+      gemm(g);
+    }
+    if (o.db) {
+      const unsigned cb = static_cast<unsigned>(std::min<int64_t>((V + 255) / 256, 65535));
+      column_sums_kernel<A><<<cb, 256, 0, stream>>>(Z, c, V, o.db);
+      REEL_CUDA_CHECK_LAUNCH("linear_cross_entropy column_sums_kernel");
+    }
+  }
+}
+
+// Gradients of one pass: dX in the input dtype, dW and db in A (accumulated into, so they
+// start at zero), with `o` pointing at them.
+template <class A, class T>
+struct Grads {
+  Tensor<T, CUDA> dX;
+  Tensor<A, CUDA> dW, db;
+};
+template <class A, class T>
+Grads<A, T> alloc_grads(Outputs<A, T>& o, bool gx, bool gw, bool gb, int64_t N, int64_t Dm, int64_t V) {
+  Grads<A, T> r;
+  cudaStream_t s = current_stream();
+  if (gx) o.dX = (r.dX = empty<T, CUDA>({N, Dm})).data_ptr();  // (every row is written)
+  if (gw) {
+    o.dW = (r.dW = empty<A, CUDA>({V, Dm})).data_ptr();
+    REEL_CUDA_CHECK(cudaMemsetAsync(o.dW, 0, static_cast<size_t>(V * Dm) * sizeof(A), s));
+  }
+  if (gb) {
+    o.db = (r.db = empty<A, CUDA>({V})).data_ptr();
+    REEL_CUDA_CHECK(cudaMemsetAsync(o.db, 0, static_cast<size_t>(V) * sizeof(A), s));
+  }
+  return r;
+}
+
+// The inputs as the passes read them, and the problem pointing into them (copies of this
+// struct share the tensors, so the pointers stay valid while any copy lives).
+template <class A, class T>
+struct Prepared {
+  Tensor<T, CUDA> X, W, b, t;
+  Tensor<int64_t, CUDA> y;
+  Tensor<double, CUDA> count;  // [1]: the mean's denominator, rows not ignored (on the device)
+  Problem<A, T> P;
+};
+template <class A, class T, class U>
+Prepared<A, T> prepare(const Tensor<T, CUDA>& hidden, const Tensor<T, CUDA>& weight, const Tensor<U, CUDA>& target,
+                       const nn::functional::LinearCrossEntropyOptions<T, CUDA>& o, int64_t N, int64_t Dm, int64_t V) {
+  Prepared<A, T> r;
+  r.X = hidden.detach().reshape({N, Dm}).contiguous();
+  r.W = weight.detach().contiguous();
+  if (o.bias.defined()) r.b = o.bias.detach().contiguous();
+  if constexpr (std::is_integral_v<U>) {
+    r.y = target.detach().reshape({N}).template to<int64_t>().contiguous();
+    r.count = empty<double, CUDA>({1});
+    count_targets_kernel<<<1, 256, 0, current_stream()>>>(r.y.data_ptr(), N, V, o.ignore_index,
+                                                          r.count.mutable_data_ptr(), device_error_record());
+    REEL_CUDA_CHECK_LAUNCH("linear_cross_entropy count_targets_kernel");
+  } else {
+    r.t = target.detach().reshape({N, V}).contiguous();
+    r.count = full<double, CUDA>({1}, static_cast<double>(N));
+  }
+  Problem<A, T>& P = r.P;
+  P.N = N;
+  P.D = Dm;
+  P.V = V;
+  P.chunk = o.chunk_size > 0 ? o.chunk_size : auto_chunk<A>(V);
+  P.chunk = std::max<int64_t>(1, std::min(P.chunk, std::max<int64_t>(N, 1)));
+  P.X = r.X.data_ptr();
+  P.W = r.W.data_ptr();
+  P.b = r.b.defined() ? r.b.data_ptr() : nullptr;
+  P.y = r.y.defined() ? r.y.data_ptr() : nullptr;
+  P.t = r.t.defined() ? r.t.data_ptr() : nullptr;
+  P.ignore_index = o.ignore_index;
+  P.eps = o.label_smoothing;
+  return r;
+}
+
+// out = the loss: per row (none) or reduced (mean / sum) on the device.
+template <class A, class T>
+void write_loss(Tensor<T, CUDA> out, const Tensor<A, CUDA>& loss_rows, nn::functional::Reduction red,
+                const Tensor<double, CUDA>& count) {
+  if (red == nn::functional::Reduction::None) {
+    out.copy_(loss_rows.reshape(out.sizes()));
+    return;
+  }
+  const double* divisor = red == nn::functional::Reduction::Mean ? count.data_ptr() : nullptr;
+  reduce_loss_kernel<A, T><<<1, 256, 0, current_stream()>>>(loss_rows.data_ptr(), loss_rows.numel(), divisor,
+                                                            out.mutable_data_ptr());
+  REEL_CUDA_CHECK_LAUNCH("linear_cross_entropy reduce_loss_kernel");
+}
+
+// The gradient factor of every row for mean / sum, times the incoming gradient g (a 0-d
+// tensor, or undefined for 1), computed on the device: [1] in A.
+template <class A, class T>
+Tensor<A, CUDA> uniform_scale(const Tensor<double, CUDA>& count, nn::functional::Reduction red, const Tensor<T, CUDA>& g) {
+  auto s = empty<A, CUDA>({1});
+  uniform_scale_kernel<A, T><<<1, 1, 0, current_stream()>>>(count.data_ptr(), red == nn::functional::Reduction::Mean,
+                                                           g.defined() ? g.data_ptr() : nullptr, s.mutable_data_ptr());
+  REEL_CUDA_CHECK_LAUNCH("linear_cross_entropy uniform_scale_kernel");
+  return s;
+}
+
+// The gradients for an incoming gradient g: recomputed chunk by chunk, row n scaled by g[n]
+// (none, with the forward's logsumexps) or every row by scale * g (mean / sum).
+template <class A, class T>
+Grads<A, T> backward(const Prepared<A, T>& pr, nn::functional::Reduction red, const Tensor<T, CUDA>& g,
+                     const Tensor<A, CUDA>& lse, bool gx, bool gw, bool gb) {
+  const Problem<A, T>& P = pr.P;
+  Outputs<A, T> bo;
+  auto r = alloc_grads<A, T>(bo, gx, gw, gb, P.N, P.D, P.V);
+  if (red == nn::functional::Reduction::None) {
+    auto ga = g.reshape({P.N}).template to<A>().contiguous();
+    bo.scale = ga.data_ptr();
+    run(P, bo, lse.defined() ? lse.data_ptr() : nullptr);  // (ga lives until run returns: queued work is
+                                                           //  ordered before its block is reused)
+  } else {
+    auto s = uniform_scale<A>(pr.count, red, g);
+    bo.uniform_scale = s.data_ptr();
+    run(P, bo);
+  }
+  return r;
+}
+
+// Loss and first-order gradients in one call, without autograd, for an incoming gradient g
+// (a scalar, or the loss's shape for none). one_pass: g is known up front, so one pass over
+// the logits yields the loss and the gradients together (a training step's cost); otherwise
+// the op's own backward sequence: forward (keeping the logsumexps for none), then backward
+// recomputing the logits. Tests use both to check the gradients whether or not CUDA tensors
+// record autograd; the benchmark uses the first.
+template <class T>
+struct ValueAndGrads {
+  Tensor<T, CUDA> loss, dX, dW, db;
+};
+template <class T, class U>
+ValueAndGrads<T> value_and_grads(const Tensor<T, CUDA>& hidden, const Tensor<T, CUDA>& weight,
+                                 const Tensor<U, CUDA>& target, const nn::functional::LinearCrossEntropyOptions<T, CUDA>& o,
+                                 const Tensor<T, CUDA>& g, bool one_pass = true) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using nn::functional::Reduction;
+  const int64_t Dm = hidden.size(-1), V = weight.size(0);
+  Shape lead(hidden.sizes().begin(), hidden.sizes().end() - 1);
+  const int64_t N = numel_of(lead);
+  auto pr = prepare<A>(hidden, weight, target, o, N, Dm, V);
+  const bool none = o.reduction == Reduction::None, gb = o.bias.defined();
+  ValueAndGrads<T> r;
+  r.loss = none ? empty<T, CUDA>(lead) : empty<T, CUDA>({});
+  auto loss_rows = empty<A, CUDA>({N});
+  Grads<A, T> gr;
+  if (one_pass) {
+    Outputs<A, T> fo;
+    fo.loss = loss_rows.data_ptr();
+    gr = alloc_grads<A, T>(fo, true, true, gb, N, Dm, V);
+    Tensor<A, CUDA> ga;
+    if (none) {
+      ga = g.reshape({N}).template to<A>().contiguous();
+      fo.scale = ga.data_ptr();
+    } else {
+      ga = uniform_scale<A>(pr.count, o.reduction, g);
+      fo.uniform_scale = ga.data_ptr();
+    }
+    run(pr.P, fo);
+  } else {
+    Tensor<A, CUDA> lse;
+    Outputs<A, T> fo;
+    fo.loss = loss_rows.data_ptr();
+    if (none) fo.lse = (lse = empty<A, CUDA>({N})).data_ptr();
+    run(pr.P, fo);
+    gr = backward(pr, o.reduction, g, lse, true, true, gb);
+  }
+  write_loss(r.loss, loss_rows, o.reduction, pr.count);
+  r.dX = gr.dX.reshape(hidden.sizes());
+  r.dW = gr.dW.template to<T>();
+  if (gr.db.defined()) r.db = gr.db.template to<T>();
+  return r;
+}
+
+}  // namespace detail::cuda::lce
+
+namespace detail {
+template <>
+struct DeviceLce<CUDA> {
+  // The op for CUDA tensors, after linear_cross_entropy has checked the arguments; `out` is
+  // the freshly allocated result (the leading shape for none, a scalar otherwise).
+  template <class T, class U>
+  static Tensor<T, CUDA> run(Tensor<T, CUDA> out, const Tensor<T, CUDA>& hidden, const Tensor<T, CUDA>& weight,
+                             const Tensor<U, CUDA>& target, const nn::functional::LinearCrossEntropyOptions<T, CUDA>& o) {
+    namespace lce = cuda::lce;
+    using nn::functional::Reduction;
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using D = CUDA;
+    const int64_t Dm = hidden.size(-1), V = weight.size(0);
+    Shape lead(hidden.sizes().begin(), hidden.sizes().end() - 1);
+    const int64_t N = numel_of(lead);
+    auto pr = lce::prepare<A>(hidden, weight, target, o, N, Dm, V);
+
+    const bool gx = hidden.requires_grad(), gw = weight.requires_grad(), gb = o.bias.defined() && o.bias.requires_grad();
+    const bool reverse = autograd_type_v<T, D> && grad_mode_flag() && (gx || gw || gb);
+    const Reduction red = o.reduction;
+    const bool none = red == Reduction::None;
+
+    auto loss_rows = empty<A, D>({N});
+    Tensor<A, D> lse;
+    lce::Grads<A, T> fg;  // mean / sum: the gradients, computed by the forward
+    lce::Outputs<A, T> fo;
+    fo.loss = loss_rows.data_ptr();
+    Tensor<A, D> scale;
+    if (reverse && none) fo.lse = (lse = empty<A, D>({N})).data_ptr();
+    if (reverse && !none) {
+      fg = lce::alloc_grads<A, T>(fo, gx, gw, gb, N, Dm, V);
+      scale = lce::uniform_scale<A>(pr.count, red, Tensor<T, D>());
+      fo.uniform_scale = scale.data_ptr();
+    }
+    lce::run(pr.P, fo);
+    lce::write_loss(out, loss_rows, red, pr.count);
+
+    if constexpr (!autograd_type_v<T, D>) {
+      return out;
+    } else {
+      if (!reverse) return out;
+      auto to_t = [](const Tensor<A, D>& v) { return v.defined() ? Tensor<T, D>(v.template to<T>()) : Tensor<T, D>(); };
+      auto result = [=](const lce::Grads<A, T>& r) -> std::vector<Tensor<T, D>> {
+        return {gx ? r.dX.reshape(hidden.sizes()) : Tensor<T, D>(), to_t(r.dW), to_t(r.db)};
+      };
+      // the forward's gradients (mean / sum), handed to the first backward
+      struct Saved {
+        lce::Grads<A, T> grads;
+        bool used = false;
+      };
+      auto saved = std::make_shared<Saved>(Saved{std::move(fg), false});
+      const StreamId forward_stream = cuda::current_stream_id();
+      auto bw = [=](const Tensor<T, D>& g) -> std::vector<Tensor<T, D>> {
+        REEL_CHECK(!grad_mode_flag(), not_implemented_error,
+                   "linear_cross_entropy: higher-order derivatives (create_graph) are not implemented for CUDA tensors; "
+                   "use cross_entropy(linear(...)) or the CPU");
+        // What the forward kept was allocated on its stream: if backward runs on another, the
+        // allocator must wait for this stream's use of it before reusing its memory
+        // (record_stream). (The order of the two streams' work is the caller's, as for any tensor.)
+        const cudaStream_t here = cuda::current_stream();
+        auto used_here = [&](const auto& t) {
+          if (t.defined()) ::reel::gpu::record_stream(t, here);
+        };
+        const bool other_stream = cuda::stream_id(here) != forward_stream;
+        if (other_stream) {
+          used_here(pr.X), used_here(pr.W), used_here(pr.b), used_here(pr.t), used_here(pr.y), used_here(pr.count);
+          used_here(lse);
+        }
+        if (!none && !saved->used) {
+          // hand over the gradients computed by the forward, scaled in place by g on the device:
+          // no copy of dW, and no wait for the GPU to read g
+          saved->used = true;
+          lce::Grads<A, T> r = std::move(saved->grads);
+          if (other_stream) used_here(r.dX), used_here(r.dW), used_here(r.db);
+          const Tensor<A, D> ga = g.template to<A>();
+          if (r.dX.defined()) r.dX.copy_(r.dX * g);
+          if (r.dW.defined()) r.dW.copy_(r.dW * ga);
+          if (r.db.defined()) r.db.copy_(r.db * ga);
+          return result(r);
+        }
+        // none, or a second backward (retain_graph): compute them again
+        return result(lce::backward(pr, red, g, lse, gx, gw, gb));
+      };
+      auto fw = [](const std::vector<Tensor<T, D>>&) -> Tensor<T, D> {
+        raise<not_implemented_error>(
+            "linear_cross_entropy: forward-mode derivatives are not implemented for CUDA tensors; use "
+            "cross_entropy(linear(...)) or the CPU");
+      };
+      const bool has_bias = o.bias.defined();
+      auto bw_keep = [bw, has_bias](const Tensor<T, D>& g) {
+        auto r = bw(g);
+        if (!has_bias) r.resize(2);
+        return r;
+      };
+      if (has_bias)
+        return record_fn(out, "LinearCrossEntropyBackward", {hidden, weight, o.bias}, {hidden, weight, o.bias}, bw_keep,
+                         fw);
+      return record_fn(out, "LinearCrossEntropyBackward", {hidden, weight}, {hidden, weight}, bw_keep, fw);
+    }
+  }
+};
+}  // namespace detail
+
+}  // namespace reel

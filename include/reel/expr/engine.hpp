@@ -1,0 +1,637 @@
+#pragma once
+// The expression engine. An expression is a tree of `Expr<Op, Args...>` nodes whose leaves
+// are tensors and scalars, all held by value so an `auto e = a * b + c;` can never dangle.
+// Evaluating a tree is one pass over the output:
+//   1. broadcast the leaves' shapes, and coalesce dimensions that are contiguous for every
+//      operand (so most strided/broadcast cases become 1 or 2 dimensions);
+//   2. order the dimensions by the operands' strides (the output's first), as PyTorch's
+//      TensorIterator does, so the innermost loop runs along the smallest strides;
+//   3. split the flat output range between the threads (above a size threshold);
+//   4. hand each row kernel blocks of rows (a row = the innermost coalesced dimension, a
+//      block = consecutive rows along the next one), so a short innermost dimension (xyz = 3)
+//      costs one kernel call per block, not per row. A long row where every tensor leaf has
+//      unit stride is evaluated as one Eigen array expression built from `Eigen::Map`s, so
+//      Eigen's SIMD kernels (incl. its vectorized exp/log/sin/...) run; other rows use the
+//      scalar form of each op.
+#include "../core/config.hpp"
+#include <array>
+#include <cstring>
+#include <tuple>
+#include <utility>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../core/tensor.hpp"
+
+namespace reel::inline REEL_ABI {
+
+// ------------------------------------------------------------------ leaves and nodes
+// A C++ number inside an expression.
+template <class T>
+struct Scalar : ExprBase {
+  using value_type = T;
+  using device_type = void;
+  T value;
+  explicit Scalar(T v) : value(v) {}
+};
+
+template <class Op, class... Args>
+struct Expr;
+
+namespace detail {
+template <class E> struct leaf_traits;
+template <class T, class D> struct leaf_traits<Tensor<T, D>> {
+  using value_type = T;
+  using device_type = D;
+};
+template <class T> struct leaf_traits<Scalar<T>> {
+  using value_type = T;
+  using device_type = void;
+};
+template <class Op, class... A> struct leaf_traits<Expr<Op, A...>> {
+  using value_type = typename Expr<Op, A...>::value_type;
+  using device_type = typename Expr<Op, A...>::device_type;
+};
+template <class E> using value_t = typename leaf_traits<std::decay_t<E>>::value_type;
+template <class E> using device_t = typename leaf_traits<std::decay_t<E>>::device_type;
+
+template <class... D> struct common_device { using type = void; };
+template <class D0, class... D> struct common_device<D0, D...> {
+  using rest = typename common_device<D...>::type;
+  static_assert(std::is_void_v<D0> || std::is_void_v<rest> || std::is_same_v<D0, rest>,
+                "reel: an expression mixes tensors of different devices; move them with .to_device<D>() first");
+  using type = std::conditional_t<std::is_void_v<D0>, rest, D0>;
+};
+
+template <class Op> constexpr bool requires_order_f() {
+  if constexpr (requires { Op::requires_order; })
+    return Op::requires_order;
+  else
+    return false;
+}
+template <class Op> inline constexpr bool requires_order_v = requires_order_f<Op>();
+
+template <class... T> struct promote_all;
+template <class T> struct promote_all<T> { using type = T; };
+template <class A, class B, class... R> struct promote_all<A, B, R...> {
+  using type = typename promote_all<promote_t<A, B>, R...>::type;
+};
+template <class... T> using promote_all_t = typename promote_all<T...>::type;
+}  // namespace detail
+
+template <class Op, class... Args>
+struct Expr : ExprBase {
+  using result_type = typename Op::template result<detail::value_t<Args>...>;
+  using value_type = result_type;
+  using device_type = typename detail::common_device<detail::device_t<Args>...>::type;
+  static_assert(!std::is_void_v<device_type>, "reel: an expression needs at least one tensor operand");
+  // The type each argument is converted to before the op's scalar/vector form runs.
+  using compute_type = typename Op::template compute<detail::value_t<Args>...>;
+  static_assert(!(detail::requires_order_v<Op> && is_complex_v<compute_type>),
+                "reel: complex numbers have no order, so this op (maximum, minimum, fmax, fmin, clamp, relu, "
+                "floor, ...) is not defined for complex tensors");
+
+  Op op;
+  std::tuple<Args...> args;
+  Expr(Op o, Args... a) : op(std::move(o)), args(std::move(a)...) {}
+
+  template <size_t I> const auto& arg() const { return std::get<I>(args); }
+  operator Tensor<value_type, device_type>() const { return detail::materialize(*this); }
+  Tensor<value_type, device_type> eval() const { return detail::materialize(*this); }
+  auto sum() const { return eval().sum(); }
+  auto mean() const { return eval().mean(); }
+};
+
+// ------------------------------------------------------------------ op type rules
+// Each op struct picks one of these: they say what an op returns and what it computes in.
+struct SameTypeRule {  // + - * maximum ...: promoted type; reduced floats compute in float
+  template <class... A> using result = detail::promote_all_t<A...>;
+  template <class... A> using compute = compute_t<detail::promote_all_t<A...>>;
+};
+struct FloatRule {  // exp, sqrt, true division: integers give float32
+  template <class... A> using result = to_float_t<detail::promote_all_t<A...>>;
+  template <class... A> using compute = compute_t<to_float_t<detail::promote_all_t<A...>>>;
+};
+struct PredicateRule {  // comparisons, isnan: bool out, compute in the promoted type
+  template <class... A> using result = bool;
+  template <class... A> using compute = compute_t<detail::promote_all_t<A...>>;
+};
+struct ToRealRule {  // abs, real, imag: complex -> its real type
+  template <class A> using result = real_t<A>;
+  template <class A> using compute = compute_t<A>;
+};
+
+namespace detail {
+
+// Wraps C++ numbers as Scalar leaves typed after the tensor operands (PyTorch's "weak"
+// scalar promotion: `int_tensor * 2.5` is float32, `float_tensor * 2` stays float32).
+template <class Ref, class S>
+auto wrap_scalar(const S& s) {
+  if constexpr (is_tensor_v<S> || is_expr_v<S>) {
+    return s;
+  } else {
+    using T = weak_promote_t<Ref, S>;
+    return Scalar<T>(convert<T>(s));
+  }
+}
+
+// Promoted type of the tensor-like operands only (void when there are none).
+template <class Acc, class A, bool IsTensor = (is_tensor_v<A> || is_expr_v<A>)> struct fold_operand {
+  using type = Acc;
+};
+template <class A> struct fold_operand<void, A, true> {
+  using type = value_t<A>;
+};
+template <class Acc, class A> struct fold_operand<Acc, A, true> {
+  using type = promote_t<Acc, value_t<A>>;
+};
+template <class Acc, class... A> struct tensor_operands { using type = Acc; };
+template <class Acc, class A, class... R> struct tensor_operands<Acc, A, R...> {
+  using type = typename tensor_operands<typename fold_operand<Acc, A>::type, R...>::type;
+};
+}  // namespace detail
+
+// Builds a node, wrapping any C++ numbers among the operands as weakly-typed scalars.
+template <class Op, class... A>
+auto make_expr(Op op, const A&... a) {
+  static_assert((... || (is_tensor_v<A> || is_expr_v<A>)), "reel: an expression needs at least one tensor operand");
+  using Ref = typename detail::tensor_operands<void, A...>::type;
+  using Ref2 = std::conditional_t<std::is_void_v<Ref>, float, Ref>;
+  return Expr<Op, decltype(detail::wrap_scalar<Ref2>(a))...>(std::move(op), detail::wrap_scalar<Ref2>(a)...);
+}
+
+namespace detail {
+
+// ------------------------------------------------------------------ shapes of trees
+template <class T, class D> void collect_shape(const Tensor<T, D>& t, Shape& out, bool& first) {
+  if (first) {
+    out = t.sizes();
+    first = false;
+  } else if (!(out == t.sizes())) {
+    out = broadcast_shapes(out, t.sizes());
+  }
+}
+template <class T> void collect_shape(const Scalar<T>&, Shape&, bool&) {}
+template <class Op, class... A> void collect_shape(const Expr<Op, A...>& e, Shape& out, bool& first) {
+  std::apply([&](const auto&... a) { (collect_shape(a, out, first), ...); }, e.args);
+}
+template <class E> Shape shape_of(const E& e) {
+  Shape s;
+  bool first = true;
+  collect_shape(e, s, first);
+  return s;
+}
+
+// ------------------------------------------------------------------ evaluation
+// The iteration (broadcasting, coalescing, splitting between threads, walking rows) is
+// done once, by non-template code, for every expression; each expression only supplies
+// its row kernel. That keeps per-expression compile time and per-call overhead small.
+
+// Operand k's state while a block of rows is processed: its base pointer, the element
+// offset of the block's first element, its stride along a row and from one row to the next.
+// Operand 0 is the output, tensor leaves follow in left-to-right order.
+struct RowCtx {
+  const void* const* base;
+  const int64_t* off;
+  const int64_t* inner;
+  const int64_t* outer;
+  // Row kernels that accept planes (run_rows' `planes_ok`): `planes` blocks of rows, block p
+  // of operand k starting at off[k] + p * outer2[k] (a whole [n, m, 3] slab in one call).
+  const int64_t* outer2 = nullptr;
+  int64_t planes = 1;
+};
+
+inline constexpr int kMaxOperands = 32;
+inline constexpr int64_t kMaxDims = 25;
+
+struct Operands {
+  int n = 0;
+  const void* base[kMaxOperands];
+  const Shape* sizes[kMaxOperands];
+  const Shape* strides[kMaxOperands];
+  void add(const void* p, const Shape& sz, const Shape& st) {
+    base[n] = p;
+    sizes[n] = &sz;
+    strides[n] = &st;
+    ++n;
+  }
+};
+
+template <class E> inline constexpr int leaf_count_v = 0;
+template <class T, class D> inline constexpr int leaf_count_v<Tensor<T, D>> = 1;
+template <class Op, class... A> inline constexpr int leaf_count_v<Expr<Op, A...>> = (0 + ... + leaf_count_v<A>);
+
+template <class T, class D> void collect_leaves(const Tensor<T, D>& t, Operands& o) { o.add(t.data_ptr(), t.sizes(), t.strides()); }
+template <class T> void collect_leaves(const Scalar<T>&, Operands&) {}
+template <class Op, class... A> void collect_leaves(const Expr<Op, A...>& e, Operands& o) {
+  std::apply([&](const auto&... a) { (collect_leaves(a, o), ...); }, e.args);
+}
+
+// Index of argument K's first leaf, relative to its node's first leaf.
+template <size_t K, class... A>
+constexpr int leaf_offset() {
+  constexpr int c[] = {leaf_count_v<A>..., 0};
+  int s = 0;
+  for (size_t i = 0; i < K; ++i) s += c[i];
+  return s;
+}
+
+template <class C, class A>
+auto cast_eigen(const A& a) {
+  using S = typename std::decay_t<A>::Scalar;
+  if constexpr (std::is_same_v<S, C>)
+    return a;
+  else
+    return a.template cast<C>();
+}
+
+// Value of element i of the current row, in the node's compute type.
+template <int I, class T, class D>
+auto eval_at(const Tensor<T, D>&, const RowCtx& c, int64_t i) {
+  return convert<compute_t<T>>(static_cast<const T*>(c.base[I])[c.off[I] + i * c.inner[I]]);
+}
+template <int I, class T>
+auto eval_at(const Scalar<T>& s, const RowCtx&, int64_t) {
+  return convert<compute_t<T>>(s.value);
+}
+template <int I, class Op, class... A>
+auto eval_at(const Expr<Op, A...>& e, const RowCtx& c, int64_t i) {
+  using C = typename Expr<Op, A...>::compute_type;
+  return [&]<size_t... K>(std::index_sequence<K...>) {
+    return e.op.template apply<C>(convert<C>(eval_at<I + leaf_offset<K, A...>()>(std::get<K>(e.args), c, i))...);
+  }(std::index_sequence_for<A...>{});
+}
+
+// The whole row as one Eigen array expression (only where every node allows it).
+template <class E> struct eigen_able;
+template <int I, class T, class D>
+auto eval_eigen(const Tensor<T, D>&, const RowCtx& c, int64_t n) {
+  Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> m(static_cast<const T*>(c.base[I]) + c.off[I], n);
+  return cast_eigen<compute_t<T>>(m);
+}
+template <int I, class T>
+auto eval_eigen(const Scalar<T>& s, const RowCtx&, int64_t n) {
+  return Eigen::Array<compute_t<T>, Eigen::Dynamic, 1>::Constant(n, convert<compute_t<T>>(s.value));
+}
+// (A detection idiom rather than a requires-expression: nvcc's front end mis-evaluates the
+// latter with a pack of parameters.)
+template <class Op, class C, class... X>
+auto has_vec_test(int) -> decltype(std::declval<const Op&>().template vec<C>(cast_eigen<C>(std::declval<const X&>())...),
+                                   std::true_type{});
+template <class Op, class C, class... X> std::false_type has_vec_test(...);
+template <class Op, class C, class... X>
+inline constexpr bool HasVec = decltype(has_vec_test<Op, C, X...>(0))::value;
+
+template <class C, class Op, class P, class Q>
+auto eigen_apply2(const Op& o, const P& p, const Q& q) {
+  return cast_eigen<C>(p).binaryExpr(cast_eigen<C>(q), [o](const C& a, const C& b) { return o.template apply<C>(a, b); });
+}
+// An op over Eigen row expressions: its vector form where it has one, else its scalar form
+// mapped over the row.
+template <class C, class Op, class... X>
+auto eigen_apply(const Op& o, const X&... x) {
+  if constexpr (HasVec<Op, C, X...>) {
+    return o.template vec<C>(cast_eigen<C>(x)...);
+  } else if constexpr (sizeof...(X) == 1) {
+    return cast_eigen<C>(x...).unaryExpr([o](const C& v) { return o.template apply<C>(v); });
+  } else {
+    return eigen_apply2<C>(o, x...);
+  }
+}
+
+template <int I, class Op, class... A>
+  requires eigen_able<Expr<Op, A...>>::value
+auto eval_eigen(const Expr<Op, A...>& e, const RowCtx& c, int64_t n) {
+  using C = typename Expr<Op, A...>::compute_type;
+  return [&]<size_t... K>(std::index_sequence<K...>) {
+    return eigen_apply<C>(e.op, eval_eigen<I + leaf_offset<K, A...>()>(std::get<K>(e.args), c, n)...);
+  }(std::index_sequence_for<A...>{});
+}
+
+template <class E> struct eigen_able : std::true_type {};
+template <class Op, class... A> struct eigen_able<Expr<Op, A...>> {
+  static constexpr bool args_ok = (eigen_able<A>::value && ...);
+  static constexpr bool vec_ok() {
+    if constexpr (!args_ok) {
+      return false;
+    } else {
+      using C = typename Expr<Op, A...>::compute_type;
+      return []<size_t... K>(std::index_sequence<K...>) {
+        return HasVec<Op, C, decltype(eval_eigen<leaf_offset<K, A...>()>(std::declval<const A&>(), std::declval<const RowCtx&>(), 0))...>;
+      }(std::index_sequence_for<A...>{});
+    }
+  }
+  static constexpr bool value = args_ok && (sizeof...(A) <= 2 || vec_ok());
+};
+
+// Elements below which work stays on one thread.
+inline constexpr int64_t kParallelThreshold = 1 << 15;
+inline int num_threads_for(int64_t n) {
+#ifdef _OPENMP
+  if (n >= kParallelThreshold && !omp_in_parallel()) return omp_get_max_threads();
+#endif
+  (void)n;
+  return 1;
+}
+
+// A non-owning reference to a callable, so the one OpenMP region below serves every caller
+// (a template parameter would outline a parallel region per expression: compile time).
+class RangeFn {
+ public:
+  template <class F>
+  RangeFn(F& f) : obj_(&f), call_([](void* o, int64_t b, int64_t e) { (*static_cast<F*>(o))(b, e); }) {}
+  void operator()(int64_t b, int64_t e) const { call_(obj_, b, e); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+
+REEL_INLINE void parallel_for(int64_t n, int64_t grain, RangeFn f);
+
+// Runs f(begin, end) over [0, n) split between threads (each thread one contiguous range).
+template <class F>
+void parallel_range(int64_t n, F&& f, int64_t grain = kParallelThreshold) {
+  parallel_for(n, grain, RangeFn(f));
+}
+
+// Merges dims d and d+1 wherever every operand can walk them as one; drops size-1 dims.
+// st holds nops rows of nd strides.
+REEL_INLINE void coalesce(Shape& sizes, int nops, int64_t* st, int64_t& nd);
+
+// Orders the dims outermost to innermost by the operands' strides (TensorIterator's rule):
+// the first operand whose strides along two dims differ, neither being a broadcast 0,
+// decides; otherwise the order stays. Usually the output is contiguous and nothing moves;
+// a transposed output (y.t().copy_(x), a backward pass into a permuted view) is then
+// written along its unit stride instead of across it.
+REEL_INLINE void order_dims(Shape& sizes, int nops, int64_t* st, int64_t nd);
+
+// The iteration space of `ops` (operand 0 is the output, whose sizes define the space):
+// every operand's strides broadcast to it, then coalesced. Shared by the CPU row walker
+// and the CUDA kernels' offset calculators.
+struct IterPlan {
+  Shape sizes;  // coalesced sizes (at least one dim)
+  int64_t nd = 1, numel = 0;
+  int nops = 0;
+  int64_t st[kMaxOperands * kMaxDims];  // operand k's stride along dim d: st[k * kMaxDims + d]
+  int64_t stride(int k, int64_t d) const { return st[k * kMaxDims + d]; }
+};
+REEL_INLINE void plan_iteration(const Operands& ops, IterPlan& p);
+
+// Calls row(ctx, cnt, rows, unit) for every block of rows of the broadcast iteration
+// space of `ops` (operand 0 is the output, whose sizes define the space): `rows` rows of
+// `cnt` elements, row r of operand k starting at off[k] + r * outer[k]. `unit`: every
+// operand has unit stride along the rows. With `planes_ok`, whole blocks that follow one
+// another along the next dim are handed over in one call (ctx.planes, ctx.outer2), so a
+// kernel's per-call setup is paid once per slab, not once per block of short rows.
+using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
+REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok = false, bool serial = false);
+
+constexpr size_t gcd_of(size_t a, size_t b) { return b == 0 ? a : gcd_of(b, a % b); }
+
+// Short rows (xyz) gathered into a dense tile: the row length fixed, so the loop unrolls.
+template <class W, int N>
+void gather_short_rows(unsigned char* d, const unsigned char* s, int64_t si, int64_t sob, int64_t rows) {
+  if (sob == 0) {  // one row repeated (a broadcast): a pattern of whole 32-byte vectors
+    // (std::lcm is not a constant expression to nvcc's front end)
+    constexpr size_t row = N * sizeof(W), pb = row / gcd_of(row, 32) * 32;
+    unsigned char pat[pb];
+    for (size_t r = 0; r < pb / row; ++r)
+      for (int i = 0; i < N; ++i) std::memcpy(pat + r * row + i * sizeof(W), s + i * si * sizeof(W), sizeof(W));
+    const size_t total = static_cast<size_t>(rows) * row;
+    size_t b = 0;
+#if defined(__GNUC__)  // GCC and Clang: the pattern held in vector registers, stored 32 bytes at a time
+    typedef unsigned char V __attribute__((vector_size(32), aligned(1), may_alias));
+    if constexpr (pb == 32) {
+      const V v0 = *reinterpret_cast<const V*>(pat);
+      for (; b + pb <= total; b += pb) *reinterpret_cast<V*>(d + b) = v0;
+    } else if constexpr (pb == 64) {
+      const V v0 = *reinterpret_cast<const V*>(pat), v1 = *reinterpret_cast<const V*>(pat + 32);
+      for (; b + pb <= total; b += pb) {
+        *reinterpret_cast<V*>(d + b) = v0;
+        *reinterpret_cast<V*>(d + b + 32) = v1;
+      }
+    } else if constexpr (pb == 96) {
+      const V v0 = *reinterpret_cast<const V*>(pat), v1 = *reinterpret_cast<const V*>(pat + 32),
+              v2 = *reinterpret_cast<const V*>(pat + 64);
+      for (; b + pb <= total; b += pb) {
+        *reinterpret_cast<V*>(d + b) = v0;
+        *reinterpret_cast<V*>(d + b + 32) = v1;
+        *reinterpret_cast<V*>(d + b + 64) = v2;
+      }
+    }
+#endif
+    for (; b + pb <= total; b += pb) std::memcpy(d + b, pat, pb);
+    std::memcpy(d + b, pat, total - b);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int i = 0; i < N; ++i)
+      std::memcpy(d + (r * N + i) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
+}
+template <class W>  // W: an element's bytes (memcpy of a constant size: one load, one store)
+void copy2d_as(unsigned char* d, int64_t di, int64_t dob, const unsigned char* s, int64_t si, int64_t sob, int64_t n,
+               int64_t rows) {
+  if (di == 1 && dob == n) {
+    switch (n) {
+      case 2: return gather_short_rows<W, 2>(d, s, si, sob, rows);
+      case 3: return gather_short_rows<W, 3>(d, s, si, sob, rows);
+      case 4: return gather_short_rows<W, 4>(d, s, si, sob, rows);
+      default: break;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(d + (r * dob + i * di) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
+}
+struct Bytes16 {
+  unsigned char b[16];
+};
+// rows x n elements of `size` bytes, element (r, i) at r * outer + i * inner (in elements).
+REEL_INLINE void copy2d(void* dst, int64_t di, int64_t dob, const void* src, int64_t si, int64_t sob, int64_t n, int64_t rows,
+                   int size);
+
+// Bytes of each tensor leaf's elements, operand order (index 0: the output's).
+template <class E> struct LeafBytes {
+  static constexpr void into(int*, int&) {}
+};
+template <class T, class D> struct LeafBytes<Tensor<T, D>> {
+  static constexpr void into(int* o, int& i) { o[i++] = static_cast<int>(sizeof(T)); }
+};
+template <class Op, class... A> struct LeafBytes<Expr<Op, A...>> {
+  static constexpr void into(int* o, int& i) { (LeafBytes<A>::into(o, i), ...); }
+};
+template <class E>
+constexpr std::array<int, leaf_count_v<E> + 1> leaf_bytes() {
+  std::array<int, leaf_count_v<E> + 1> a{};
+  int i = 1;
+  LeafBytes<E>::into(a.data(), i);
+  return a;
+}
+// Blocks of short rows up to this many elements are evaluated as one flat run.
+inline constexpr int64_t kFlatBlock = 512;
+
+// Rows shorter than this take the scalar loop (an Eigen map's setup costs more than it saves).
+inline constexpr int64_t kEigenMinRow = 16;
+// Rows shorter than this, in blocks of more rows than that, are walked across (xyz = 3).
+inline constexpr int64_t kShortRow = 8;
+
+template <class R, class E> void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e);
+
+// The storages an expression reads (for a capture's buffer sharing).
+template <class E>
+std::vector<const Storage*> leaf_storages(const E& e) {
+  std::vector<const Storage*> r;
+  auto visit = [&](const auto& self, const auto& x) -> void {
+    using X = std::decay_t<decltype(x)>;
+    if constexpr (is_tensor_v<X>) {
+      r.push_back(x.impl().storage.get());
+    } else if constexpr (requires { x.args; }) {
+      std::apply([&](const auto&... a) { (self(self, a), ...); }, x.args);
+    }
+  };
+  visit(visit, e);
+  return r;
+}
+
+// Evaluates expression `e` into the (already shaped) destination `out`.
+template <class R, class D, class E>
+void eval_into(const Tensor<R, D>& out, const E& e) {
+  if constexpr (std::is_same_v<D, Meta>) {
+    return;  // shapes only
+  } else if constexpr (std::is_same_v<D, CUDA>) {
+    static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
+    if (out.numel() == 0) return;
+    DeviceBackend<D>::eval_into(out, e);  // one kernel (<cuda.hpp>)
+  } else {
+    static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
+    if (out.numel() == 0) return;
+    if (CaptureTrace* t = capturing())
+      t->record({out.impl().storage.get()}, leaf_storages(e), [out, e] { eval_rows_cpu(out, e); });
+    else
+      eval_rows_cpu(out, e);
+  }
+}
+
+// The CPU evaluation proper: the expression's row kernel over the planned iteration space.
+template <class R, class E>
+void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e) {
+  {
+    Operands ops;
+    ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
+    collect_leaves(e, ops);
+    run_rows(
+        ops, const_cast<E*>(&e),
+        [](void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit) {
+          const E& ex = *static_cast<const E*>(self);
+          constexpr int N = leaf_count_v<E> + 1;
+          int64_t off[N], inner[N];  // local copies: the stores through o cannot alias them
+          for (int k = 0; k < N; ++k) inner[k] = c.inner[k];
+          R* const o = static_cast<R*>(const_cast<void*>(c.base[0]));
+          if (cnt < kShortRow && rows > cnt) {
+            if constexpr (eigen_able<E>::value) {
+              // Each block is one dense run of the output (a [n, m, 3] result): operands
+              // that are not (broadcast rows, strided views) are gathered into dense runs
+              // first (once for all planes when they do not move from plane to plane), and
+              // the whole block is one vectorized Eigen loop.
+              if (inner[0] == 1 && c.outer[0] == cnt && rows * cnt <= kFlatBlock) {
+                const int64_t m = rows * cnt;
+                static constexpr auto bytes = leaf_bytes<E>();
+                alignas(64) thread_local unsigned char scratch[kFlatBlock * 16 * (N > 1 ? N - 1 : 1)];
+                const void* base[N];
+                int64_t zoff[N], one[N];
+                bool dense[N];
+                for (int k = 0; k < N; ++k) {
+                  one[k] = 1;
+                  off[k] = c.off[k];
+                  dense[k] = inner[k] == 1 && c.outer[k] == cnt;
+                  base[k] = dense[k] ? c.base[k] : scratch + (k - 1) * kFlatBlock * 16;
+                }
+                const RowCtx fc{base, zoff, one, one};
+                for (int64_t p = 0; p < c.planes; ++p) {
+                  for (int k = 0; k < N; ++k) {
+                    zoff[k] = dense[k] ? off[k] : 0;
+                    if (!dense[k] && (p == 0 || c.outer2[k] != 0))
+                      copy2d(scratch + (k - 1) * kFlatBlock * 16, 1, cnt,
+                             static_cast<const unsigned char*>(c.base[k]) + off[k] * bytes[k], inner[k], c.outer[k],
+                             cnt, rows, bytes[k]);
+                    off[k] += c.outer2[k];
+                  }
+                  Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>>(o + zoff[0], m) = cast_eigen<R>(eval_eigen<1>(ex, fc, m));
+                }
+                return;
+              }
+            }
+          }
+          for (int64_t p = 0; p < c.planes; ++p) {
+            for (int k = 0; k < N; ++k) off[k] = c.off[k] + p * c.outer2[k];
+            const RowCtx rc{c.base, off, inner, c.outer};
+            if (cnt < kShortRow && rows > cnt) {  // short rows: the loop runs across them
+              int64_t outer[N];
+              for (int k = 0; k < N; ++k) outer[k] = c.outer[k];
+              const RowCtx cc{c.base, off, outer, inner};
+              for (int64_t i = 0; i < cnt; ++i) {
+                for (int64_t r = 0; r < rows; ++r) o[off[0] + r * outer[0]] = convert<R>(eval_at<1>(ex, cc, r));
+                for (int k = 0; k < N; ++k) off[k] += inner[k];
+              }
+              continue;
+            }
+            for (int64_t r = 0; r < rows; ++r) {
+              if constexpr (eigen_able<E>::value) {
+                if (unit && cnt >= kEigenMinRow) {
+                  Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o + off[0], cnt);
+                  m = cast_eigen<R>(eval_eigen<1>(ex, rc, cnt));
+                  for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+                  continue;
+                }
+              }
+              for (int64_t i = 0; i < cnt; ++i) o[off[0] + i * inner[0]] = convert<R>(eval_at<1>(ex, rc, i));
+              for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+            }
+          }
+        },
+        /*planes_ok=*/true);
+  }
+}
+
+template <class T, class D, class E>
+bool leaf_aliases(const Tensor<T, D>& out, const E& e) {
+  bool bad = false;
+  auto visit = [&](const auto& self, const auto& x) -> void {
+    using X = std::decay_t<decltype(x)>;
+    if constexpr (is_tensor_v<X>) {
+      if (x.impl().storage == out.impl().storage &&
+          !(x.storage_offset() == out.storage_offset() && x.sizes() == out.sizes() && x.strides() == out.strides()))
+        bad = true;
+    } else if constexpr (requires { x.args; }) {
+      std::apply([&](const auto&... a) { (self(self, a), ...); }, x.args);
+    }
+  };
+  visit(visit, e);
+  return bad;
+}
+
+template <class R, class D, class E> void record_expr(const Tensor<R, D>& out, const E& e);
+
+template <class E>
+auto materialize(const E& e) {
+  if constexpr (is_tensor_v<E>) {
+    return e;
+  } else {
+    using R = typename E::value_type;
+    using D = typename E::device_type;
+    auto out = make_tensor<R, D>(shape_of(e));
+    eval_into(out, e);
+    record_expr(out, e);
+    return out;
+  }
+}
+
+}  // namespace detail
+}  // namespace reel
+
+#ifndef REEL_COMPILED_LIB
+#include "engine-inl.hpp"
+#endif

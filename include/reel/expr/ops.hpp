@@ -1,0 +1,764 @@
+#pragma once
+// Every elementwise op, each defined once: its type rule (base), its scalar form `apply`,
+// optionally its Eigen vector form `vec`, and its derivative with respect to each operand,
+// `dI(out, args...)`, written as a reel expression of the operands and the result `out`.
+// Autograd multiplies `dI` by the incoming gradient (conjugated for complex, as PyTorch's
+// convention requires for holomorphic ops) and the forward mode multiplies it by the
+// tangent, so one rule serves reverse mode, forward mode, and every order of nesting.
+// Ops that are not holomorphic in a complex argument (abs, angle, real, imag, conj) say so
+// with `holomorphic = false`; autograd gives them their own rules.
+// `differentiable = false` marks ops whose derivative is zero almost everywhere.
+#include "../core/config.hpp"
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "engine.hpp"
+
+namespace reel::inline REEL_ABI {
+
+namespace detail {
+template <class C> inline constexpr bool vec_float_v = std::is_floating_point_v<C>;
+template <class C> inline constexpr bool vec_float_or_complex_v = std::is_floating_point_v<C> || is_complex_v<C>;
+// An Eigen row that is one value repeated (how a C++ number enters a row's Eigen expression).
+template <class B> inline constexpr bool is_eigen_constant_v = false;
+template <class S, class P>
+inline constexpr bool is_eigen_constant_v<Eigen::CwiseNullaryOp<Eigen::internal::scalar_constant_op<S>, P>> = true;
+template <class C> REEL_HD bool is_nan(const C& x) {
+  if constexpr (is_complex_v<C>)
+    return std::isnan(x.real()) || std::isnan(x.imag());
+  else if constexpr (std::is_floating_point_v<C>)
+    return std::isnan(x);
+  else
+    return false;
+}
+// Signed integer arithmetic wraps modulo 2^n, as in PyTorch; done in unsigned arithmetic
+// because signed overflow is undefined behaviour in C++.
+template <class C> inline constexpr bool wraps_v = std::is_integral_v<C> && std::is_signed_v<C> && !std::is_same_v<C, bool>;
+template <class C> REEL_HD C wrap_add(C a, C b) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+}
+template <class C> REEL_HD C wrap_sub(C a, C b) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+}
+template <class C> REEL_HD C wrap_mul(C a, C b) {
+  using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+}
+// Eigen's vector forms are used for every type but signed integers (whose scalar tail
+// would overflow in signed arithmetic).
+template <class C> inline constexpr bool vec_arith_v = !wraps_v<C>;
+}  // namespace detail
+
+// Complex numbers have no order: ops that compare magnitudes refuse them at compile time.
+#define REEL_REQUIRE_ORDERED(T, FN)                                                                       \
+  static_assert(!::reel::is_complex_v<T>, "reel::" FN ": complex numbers have no order, so " FN            \
+                                          " is not defined for complex tensors (compare abs() or real() instead)")
+
+// ================================================================== arithmetic
+struct AddOp : SameTypeRule {
+  template <class C> REEL_HD C apply(C a, C b) const {
+    if constexpr (detail::wraps_v<C>)
+      return detail::wrap_add(a, b);
+    else
+      return a + b;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a, const B& b) const { return a + b; }
+  template <class O, class A, class B> auto d0(const O&, const A&, const B&) const { return 1; }
+  template <class O, class A, class B> auto d1(const O&, const A&, const B&) const { return 1; }
+};
+struct SubOp : SameTypeRule {
+  template <class C> REEL_HD C apply(C a, C b) const {
+    if constexpr (detail::wraps_v<C>)
+      return detail::wrap_sub(a, b);
+    else
+      return a - b;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a, const B& b) const { return a - b; }
+  template <class O, class A, class B> auto d0(const O&, const A&, const B&) const { return 1; }
+  template <class O, class A, class B> auto d1(const O&, const A&, const B&) const { return -1; }
+};
+struct MulOp : SameTypeRule {
+  template <class C> REEL_HD C apply(C a, C b) const {
+    if constexpr (std::is_same_v<C, bool>)
+      return a && b;
+    else if constexpr (detail::wraps_v<C>)
+      return detail::wrap_mul(a, b);
+    else
+      return a * b;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a, const B& b) const { return a * b; }
+  template <class O, class A, class B> auto d0(const O&, const A&, const B& b) const { return b; }
+  template <class O, class A, class B> auto d1(const O&, const A& a, const B&) const { return a; }
+};
+struct DivOp : FloatRule {  // true division, as torch.div
+  template <class C> REEL_HD C apply(C a, C b) const { return a / b; }
+  template <class C, class A, class B> auto vec(const A& a, const B& b) const { return a / b; }
+  template <class O, class A, class B> auto d0(const O&, const A&, const B& b) const { return reciprocal(b); }
+  template <class O, class A, class B> auto d1(const O& out, const A&, const B& b) const { return -out / b; }
+};
+struct NegOp : SameTypeRule {
+  template <class C> REEL_HD C apply(C a) const {
+    if constexpr (detail::wraps_v<C>)
+      return detail::wrap_sub(C(0), a);
+    else
+      return -a;
+  }
+  template <class C, class A>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a) const { return -a; }
+  template <class O, class A> auto d0(const O&, const A&) const { return -1; }
+};
+struct PowOp : SameTypeRule {
+  template <class C> REEL_HD C apply(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      if constexpr (std::is_signed_v<C>) {
+        if (b < 0) return a == 1 ? C(1) : a == -1 ? ((b & 1) ? C(-1) : C(1)) : C(0);
+      }
+      C r = 1;
+      using U = std::make_unsigned_t<C>;
+      U e = static_cast<U>(b), x = static_cast<U>(a), acc = 1;
+      for (; e; e >>= 1, x *= x)
+        if (e & 1) acc *= x;  // wraps modulo 2^n like PyTorch's integer pow
+      r = static_cast<C>(acc);
+      return r;
+    } else if constexpr (is_complex_v<C>) {
+      return std::pow(a, b);
+    } else {
+      // The exponents physics codes write (r^-3, x^2, and -4 in r^-3's derivative) as
+      // products, like PyTorch's CPU kernel does for 2, 3, -1, -2, +-0.5 (we add +-4 and -3):
+      // within 2 ulp of pow and several times faster. No vector form: Eigen's vectorized pow
+      // is slower than glibc's scalar one.
+      if (b == C(0.5)) return std::sqrt(a);
+      if (b == C(-0.5)) return C(1) / std::sqrt(a);
+      if (b >= C(-4) && b <= C(4) && b == static_cast<C>(static_cast<int>(b)) && b != C(0) && b != C(1)) {
+        const int n = static_cast<int>(b);
+        const int m = n < 0 ? -n : n;
+        const C s = a * a;
+        const C p = m == 2 ? s : m == 3 ? s * a : m == 4 ? s * s : a;
+        return n < 0 ? C(1) / p : p;
+      }
+      return std::pow(a, b);
+    }
+  }
+  // Vector form only for one exponent over the row (pow(x, -3.0)): see PowConstFn below.
+  template <class C, class A, class B>
+    requires(detail::vec_float_v<C> && detail::is_eigen_constant_v<B>)
+  auto vec(const A& a, const B& b) const;
+  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const { return b * pow(a, b - 1); }
+  // x^y ln x, taken as 0 where x == 0 and y >= 0 (the limit; PyTorch does the same).
+  template <class O, class A, class B> auto d1(const O& out, const A& a, const B& b) const {
+    return where(logical_and(eq(a, 0), ge(real(b), 0)), 0, out * log(a));
+  }
+};
+
+namespace detail {
+// x^e with e fixed over a row, on Eigen packets: the same products, divisions and square
+// roots as PowOp::apply (so the same roundings), several lanes at a time; other exponents run
+// the scalar form lane by lane.
+template <class C>
+struct PowConstFn {
+  C e;
+  // What the row computes, decided once: an int, so the packet loop keeps it in a register
+  // (a double member could alias the row's stores and would be reloaded and re-tested per
+  // packet). 0: the scalar form; kSqrt / kRsqrt: x^(+-0.5); else the integer exponent.
+  static constexpr int kSqrt = 100, kRsqrt = 101;
+  int kind;
+  explicit PowConstFn(C ex) : e(ex), kind(classify(ex)) {}
+  static int classify(C e) {
+    if (e == C(0.5)) return kSqrt;
+    if (e == C(-0.5)) return kRsqrt;
+    if (e >= C(-4) && e <= C(4) && e == static_cast<C>(static_cast<int>(e)) && e != C(0) && e != C(1))
+      return static_cast<int>(e);
+    return 0;
+  }
+  C operator()(const C& x) const { return PowOp{}.template apply<C>(x, e); }
+  template <class P>
+  P packetOp(const P& x) const {
+    namespace ei = Eigen::internal;
+    const P one = ei::pset1<P>(C(1));
+    const int k = kind;
+    if (k == kSqrt) return ei::psqrt(x);
+    if (k == kRsqrt) return ei::pdiv(one, ei::psqrt(x));
+    if (k != 0) {
+      const int m = k < 0 ? -k : k;
+      const P s = ei::pmul(x, x);
+      const P p = m == 2 ? s : m == 3 ? ei::pmul(s, x) : m == 4 ? ei::pmul(s, s) : x;
+      return k < 0 ? ei::pdiv(one, p) : p;
+    }
+    alignas(64) C v[ei::unpacket_traits<P>::size];
+    ei::pstore(v, x);
+    for (auto& q : v) q = (*this)(q);
+    return ei::pload<P>(v);
+  }
+};
+}  // namespace detail
+template <class C, class A, class B>
+  requires(detail::vec_float_v<C> && detail::is_eigen_constant_v<B>)
+auto PowOp::vec(const A& a, const B& b) const {
+  return a.unaryExpr(detail::PowConstFn<C>(b.functor().m_other));
+}
+
+// ================================================================== float-valued unary
+#define REEL_FLOAT_UNARY(NAME, STRUCT, SCALAR, VEC, DERIV)                                        \
+  struct STRUCT : FloatRule {                                                                     \
+    template <class C> REEL_HD C apply(C x) const { return SCALAR; }                                      \
+    template <class C, class A>                                                                   \
+      requires detail::vec_float_or_complex_v<C>                                                  \
+    auto vec(const A& a) const { return VEC; }                                                    \
+    template <class O, class X> auto d0([[maybe_unused]] const O& out, [[maybe_unused]] const X& x) const { \
+      return DERIV;                                                                               \
+    }                                                                                             \
+  };
+
+REEL_FLOAT_UNARY(exp, ExpOp, std::exp(x), a.exp(), out)
+REEL_FLOAT_UNARY(log, LogOp, std::log(x), a.log(), reciprocal(x))
+REEL_FLOAT_UNARY(log1p, Log1pOp, std::log1p(x), a.log1p(), reciprocal(x + 1))
+REEL_FLOAT_UNARY(expm1, Expm1Op, std::expm1(x), a.expm1(), out + 1)
+REEL_FLOAT_UNARY(sqrt, SqrtOp, std::sqrt(x), a.sqrt(), 0.5 / out)
+REEL_FLOAT_UNARY(rsqrt, RsqrtOp, C(1) / std::sqrt(x), a.rsqrt(), -0.5 * out * out * out)
+REEL_FLOAT_UNARY(sin, SinOp, std::sin(x), a.sin(), cos(x))
+REEL_FLOAT_UNARY(cos, CosOp, std::cos(x), a.cos(), -sin(x))
+REEL_FLOAT_UNARY(tan, TanOp, std::tan(x), a.tan(), 1 + square(out))
+REEL_FLOAT_UNARY(tanh, TanhOp, std::tanh(x), a.tanh(), 1 - square(out))
+REEL_FLOAT_UNARY(sigmoid, SigmoidOp, C(1) / (C(1) + std::exp(-x)), a.logistic(), out * (1 - out))
+REEL_FLOAT_UNARY(reciprocal, ReciprocalOp, C(1) / x, a.inverse(), -square(out))
+#undef REEL_FLOAT_UNARY
+
+// ================================================================== same-type unary
+struct SquareOp : SameTypeRule {
+  template <class C> REEL_HD C apply(C x) const {
+    if constexpr (detail::wraps_v<C>)
+      return detail::wrap_mul(x, x);
+    else
+      return x * x;
+  }
+  template <class C, class A>
+    requires detail::vec_arith_v<C>
+  auto vec(const A& a) const { return a.square(); }
+  template <class O, class X> auto d0(const O&, const X& x) const { return 2 * x; }
+};
+struct ReluOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  template <class C> REEL_HD C apply(C x) const {
+    REEL_REQUIRE_ORDERED(C, "relu");
+    return x > C(0) ? x : (detail::is_nan(x) ? x : C(0));
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const { return cast<detail::value_t<X>>(gt(x, 0)); }
+};
+struct AbsOp : ToRealRule {
+  static constexpr bool holomorphic = false;
+  template <class C> REEL_HD auto apply(C x) const {
+    if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>)
+      return x;
+    else if constexpr (detail::wraps_v<C>)
+      return x < 0 ? detail::wrap_sub(C(0), x) : x;  // abs(INT_MIN) wraps to INT_MIN
+    else
+      return std::abs(x);
+  }
+  template <class C, class A>
+    requires(std::is_floating_point_v<C> || is_complex_v<C>)
+  auto vec(const A& a) const { return a.abs(); }
+  template <class O, class X> auto d0(const O&, const X& x) const { return sgn(x); }
+  // complex x: d|x| = Re(conj(u) dx) with u = x / |x| (0 at 0); the gradient of a real loss
+  // is g u. u is written with differentiable ops (sgn's derivative is 0), for higher orders.
+  template <class X> static auto unit(const X& x) { return where(eq(abs(x), 0), 0, x / abs(x)); }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X& x) const { return g * unit(x); }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X& x) const {
+    return real(conj(unit(x)) * t);
+  }
+};
+// sign for real numbers; sgn(z) = z / |z| (0 at 0) extends it to complex numbers.
+struct SignOp : SameTypeRule {
+  static constexpr bool differentiable = false;
+  template <class C> REEL_HD C apply(C x) const {
+    if constexpr (is_complex_v<C>) {
+      auto m = std::abs(x);
+      return m == 0 ? C(0) : x / m;
+    } else if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) {
+      return C(x != C(0));
+    } else {
+      return detail::is_nan(x) ? x : C((C(0) < x) - (x < C(0)));
+    }
+  }
+  template <class O, class X> auto d0(const O&, const X&) const { return 0; }
+};
+#define REEL_ROUNDING(STRUCT, NAME, FN, VEC)                                                       \
+  struct STRUCT : SameTypeRule {                                                                   \
+    static constexpr bool differentiable = false;                                                  \
+    static constexpr bool requires_order = true;                                                   \
+    template <class C> REEL_HD C apply(C x) const {                                                        \
+      REEL_REQUIRE_ORDERED(C, NAME);                                                               \
+      if constexpr (std::is_floating_point_v<C>)                                                   \
+        return FN(x);                                                                              \
+      else                                                                                         \
+        return x;                                                                                  \
+    }                                                                                              \
+    template <class C, class A>                                                                    \
+      requires detail::vec_float_v<C>                                                              \
+    auto vec(const A& a) const { return VEC; }                                                     \
+    template <class O, class X> auto d0(const O&, const X&) const { return 0; }                    \
+  };
+REEL_ROUNDING(FloorOp, "floor", std::floor, a.floor())
+REEL_ROUNDING(CeilOp, "ceil", std::ceil, a.ceil())
+REEL_ROUNDING(RoundOp, "round", std::nearbyint, a.rint())  // half to even, as torch.round
+#undef REEL_ROUNDING
+
+// ================================================================== complex parts
+struct RealOp : ToRealRule {
+  static constexpr bool holomorphic = false;
+  template <class C> REEL_HD auto apply(C x) const { return std::real(x); }
+  template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X&) const { return g; }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X&) const { return real(t); }
+};
+struct ImagOp : ToRealRule {
+  static constexpr bool holomorphic = false;
+  template <class C> REEL_HD auto apply(C x) const {
+    static_assert(is_complex_v<C>, "reel::imag: imag is not implemented for tensors with non-complex dtypes");
+    return std::imag(x);
+  }
+  template <class O, class X> auto d0(const O&, const X&) const { return 0; }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X&) const {
+    return g * std::complex<double>(0, 1);
+  }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X&) const { return imag(t); }
+};
+struct ConjOp : SameTypeRule {
+  static constexpr bool holomorphic = false;
+  template <class C> REEL_HD C apply(C x) const {
+    if constexpr (is_complex_v<C>)
+      return std::conj(x);
+    else
+      return x;
+  }
+  template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X&) const { return conj(g); }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X&) const { return conj(t); }
+};
+struct AngleOp {
+  static constexpr bool holomorphic = false;
+  template <class A> using result = to_float_t<real_t<A>>;
+  template <class A> using compute = compute_t<std::conditional_t<is_complex_v<A>, A, to_float_t<A>>>;
+  template <class C> REEL_HD auto apply(C x) const {
+    if constexpr (is_complex_v<C>) {
+      return std::arg(x);
+    } else {
+      return detail::is_nan(x) ? x : (x < C(0) ? C(M_PI) : C(0));
+    }
+  }
+  template <class O, class X> auto d0(const O&, const X&) const { return 0; }
+  // complex x = r e^{i angle}: d angle = Im(conj(x) dx) / r^2; gradient g i x / r^2 (0 at 0)
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O&, const X& x) const {
+    return where(eq(abs(x), 0), 0, g * x * std::complex<double>(0, 1) / square(abs(x)));
+  }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O&, const X& x) const {
+    return where(eq(abs(x), 0), 0, imag(conj(x) * t) / square(abs(x)));
+  }
+};
+
+// ================================================================== min / max family
+// maximum/minimum propagate NaN; fmax/fmin ignore it (NaN only when both are NaN).
+// Gradient: to the larger (smaller) input, split in half on ties; fmax/fmin send it all to
+// the non-NaN input, and to the first input when both are NaN.
+template <bool Max, bool IgnoreNan>
+struct ExtremumOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  template <class C> REEL_HD C apply(C a, C b) const {
+    if (detail::is_nan(a)) return IgnoreNan ? b : a;
+    if (detail::is_nan(b)) return IgnoreNan ? a : b;
+    return (Max ? a < b : b < a) ? b : a;
+  }
+  template <class C, class A, class B>
+    requires detail::vec_float_v<C>
+  auto vec(const A& a, const B& b) const {
+    constexpr int P = IgnoreNan ? Eigen::PropagateNumbers : Eigen::PropagateNaN;
+    if constexpr (Max)
+      return a.binaryExpr(b, Eigen::internal::scalar_max_op<C, C, P>());
+    else
+      return a.binaryExpr(b, Eigen::internal::scalar_min_op<C, C, P>());
+  }
+  // 1 where x is selected over y, 1/2 on ties, else 0
+  template <class X, class Y> static auto share(const X& x, const Y& y) {
+    if constexpr (Max)
+      return where(gt(x, y), 1.0, where(eq(x, y), 0.5, 0.0));
+    else
+      return where(lt(x, y), 1.0, where(eq(x, y), 0.5, 0.0));
+  }
+  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
+    if constexpr (IgnoreNan)
+      return where(isnan(b), 1.0, where(isnan(a), 0.0, share(a, b)));
+    else
+      return share(a, b);
+  }
+  template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const {
+    if constexpr (IgnoreNan)
+      return where(isnan(b), 0.0, where(isnan(a), 1.0, share(b, a)));
+    else
+      return share(b, a);
+  }
+  // Forward mode selects the active operand's tangent (both halves on ties), so an inf or
+  // NaN tangent of the other operand never leaks in through 0 * inf.
+  template <class Ta, class Tb, class O, class A, class B>
+  auto jvp_rule(const Ta& ta, const Tb& tb, const O& out, const A& a, const B& b) const {
+    auto w = d0(out, a, b);
+    return where(eq(w, 1.0), ta, where(eq(w, 0.0), tb, 0.5 * (ta + tb)));
+  }
+};
+using MaximumOp = ExtremumOp<true, false>;
+using MinimumOp = ExtremumOp<false, false>;
+using FmaxOp = ExtremumOp<true, true>;
+using FminOp = ExtremumOp<false, true>;
+
+// A clamp bound given as a C++ number, kept exactly (int64, uint64 or double) until it is
+// saturated into the tensor's type: an out-of-range bound never wraps and never throws.
+struct Bound {
+  enum Kind { None, Signed, Unsigned, Floating } kind = None;
+  int64_t i = 0;
+  uint64_t u = 0;
+  double d = 0;
+  Bound() = default;
+  Bound(std::nullopt_t) {}
+  template <class S>
+    requires(std::is_integral_v<S> && std::is_signed_v<S>)
+  Bound(S v) : kind(Signed), i(v) {}
+  template <class S>
+    requires(std::is_integral_v<S> && !std::is_signed_v<S>)
+  Bound(S v) : kind(Unsigned), u(v) {}
+  template <class S>
+    requires std::is_floating_point_v<S>
+  Bound(S v) : kind(Floating), d(static_cast<double>(v)) {}
+  template <class S>
+  Bound(const std::optional<S>& o) {
+    if (o) *this = Bound(*o);
+  }
+  bool has_value() const { return kind != None; }
+
+  // The bound in type T, saturated to T's range. For integer T a fractional lower bound
+  // rounds up and an upper bound rounds down, so clamping stays exact in T.
+  template <class T>
+  T saturate(bool is_lower, const char* fn) const {
+    if constexpr (std::is_integral_v<T>) {
+      using L = std::numeric_limits<T>;
+      if (kind == Signed) {
+        if (std::cmp_less(i, L::lowest())) return L::lowest();
+        if (std::cmp_greater(i, L::max())) return L::max();
+        return static_cast<T>(i);
+      }
+      if (kind == Unsigned) {
+        if (std::cmp_greater(u, L::max())) return L::max();
+        return static_cast<T>(u);
+      }
+      REEL_CHECK(!std::isnan(d), value_error, fn, ": a NaN bound cannot be applied to an integer tensor");
+      double v = is_lower ? std::ceil(d) : std::floor(d);
+      if (v <= static_cast<double>(L::lowest())) return L::lowest();
+      if (v >= static_cast<double>(L::max())) return L::max();  // 2^64 for uint64: saturates
+      return static_cast<T>(v);
+    } else {
+      if (kind == Signed) return static_cast<T>(i);
+      if (kind == Unsigned) return static_cast<T>(u);
+      return static_cast<T>(d);
+    }
+  }
+};
+
+template <class T>
+struct ClampOp : SameTypeRule {
+  using C0 = compute_t<T>;
+  bool has_lo = false, has_hi = false;
+  C0 lo{}, hi{};
+  ClampOp(const Bound& l, const Bound& h, const char* fn) : has_lo(l.has_value()), has_hi(h.has_value()) {
+    REEL_REQUIRE_ORDERED(T, "clamp");
+    REEL_CHECK(has_lo || has_hi, value_error, fn, ": at least one of 'min' or 'max' must not be None");
+    using S = std::conditional_t<std::is_same_v<T, bool>, uint8_t, C0>;
+    if (has_lo) lo = static_cast<C0>(l.template saturate<S>(true, fn));
+    if (has_hi) hi = static_cast<C0>(h.template saturate<S>(false, fn));
+  }
+  template <class C> REEL_HD C apply(C x) const {
+    if (detail::is_nan(x)) return x;
+    if (has_lo && !(x >= C(lo))) x = C(lo);  // a NaN bound yields NaN
+    if (has_hi && !(x <= C(hi))) x = C(hi);
+    return x;
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    double lo_d = has_lo ? static_cast<double>(lo) : -inf, hi_d = has_hi ? static_cast<double>(hi) : inf;
+    return cast<detail::value_t<X>>(logical_and(ge(x, lo_d), le(x, hi_d)));
+  }
+};
+
+// ================================================================== selection and cleanup
+struct WhereOp : SameTypeRule {
+  template <class C> REEL_HD C apply(C c, C a, C b) const { return c != C(0) ? a : b; }
+  template <class O, class Cd, class A, class B> auto d0(const O&, const Cd&, const A&, const B&) const { return 0; }
+  template <class O, class Cd, class A, class B> auto d1(const O&, const Cd& c, const A&, const B&) const {
+    return cast<detail::value_t<O>>(c);
+  }
+  template <class O, class Cd, class A, class B> auto d2(const O&, const Cd& c, const A&, const B&) const {
+    return cast<detail::value_t<O>>(logical_not(c));
+  }
+};
+// Returns its second operand; used to write a scalar into a strided destination.
+struct SecondOp : SameTypeRule {
+  template <class C> REEL_HD C apply(C, C b) const { return b; }
+};
+template <class U>
+struct CastOp {
+  template <class A> using result = U;
+  template <class A> using compute = compute_t<A>;
+  template <class C> REEL_HD auto apply(C x) const { return convert<compute_t<U>>(x); }
+  template <class C, class A>
+    requires(!is_fp8_v<U> && !is_complex_v<C>)
+  auto vec(const A& a) const { return a.template cast<compute_t<U>>(); }
+  template <class O, class X> auto d0(const O&, const X&) const { return 1; }
+};
+// float8 conversion that sends finite overflow (and inf) to the largest finite value
+// instead of NaN / inf; NaN stays NaN.
+template <class U>
+struct SaturatingCastOp {
+  static_assert(is_fp8_v<U>, "reel::saturating_cast: the target must be a float8 type");
+  template <class A> using result = U;
+  template <class A> using compute = compute_t<A>;
+  template <class C> REEL_HD auto apply(C x) const {
+    double v = static_cast<double>(real_t<C>(std::real(x)));
+    if constexpr (std::is_same_v<U, float8_e4m3fn>)
+      return to_float8_e4m3fn(v, true);
+    else
+      return to_float8_e5m2(v, true);
+  }
+};
+
+template <class T>
+struct NanToNumOp : SameTypeRule {
+  using R = real_t<compute_t<T>>;
+  R nan, posinf, neginf;
+  template <class C> REEL_HD C apply(C x) const {
+    if constexpr (is_complex_v<C>) {
+      return C(fix(x.real()), fix(x.imag()));
+    } else if constexpr (std::is_floating_point_v<C>) {
+      return fix(x);
+    } else {
+      return x;
+    }
+  }
+  template <class V> V fix(V v) const {
+    if (std::isnan(v)) return V(nan);
+    if (std::isinf(v)) return v > 0 ? V(posinf) : V(neginf);
+    return v;
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const { return cast<detail::value_t<X>>(isfinite(x)); }
+};
+
+// ================================================================== predicates
+#define REEL_COMPARE(STRUCT, NAME, OPR, ORDERED)                                                   \
+  struct STRUCT : PredicateRule {                                                                  \
+    static constexpr bool differentiable = false;                                                  \
+    static constexpr bool requires_order = ORDERED;                                                \
+    template <class C> REEL_HD bool apply(C a, C b) const {                                                \
+      if constexpr (ORDERED) REEL_REQUIRE_ORDERED(C, NAME);                                        \
+      return a OPR b;                                                                              \
+    }                                                                                              \
+    template <class C, class A, class B>                                                           \
+      requires(!is_complex_v<C>)                                                                   \
+    auto vec(const A& a, const B& b) const { return a OPR b; }                                     \
+  };
+REEL_COMPARE(EqOp, "eq", ==, false)
+REEL_COMPARE(NeOp, "ne", !=, false)
+REEL_COMPARE(LtOp, "lt", <, true)
+REEL_COMPARE(LeOp, "le", <=, true)
+REEL_COMPARE(GtOp, "gt", >, true)
+REEL_COMPARE(GeOp, "ge", >=, true)
+#undef REEL_COMPARE
+
+struct LogicalAndOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> REEL_HD bool apply(C a, C b) const { return a != C(0) && b != C(0); }
+};
+struct LogicalOrOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> REEL_HD bool apply(C a, C b) const { return a != C(0) || b != C(0); }
+};
+struct LogicalNotOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> REEL_HD bool apply(C a) const { return a == C(0); }
+};
+struct IsNanOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> REEL_HD bool apply(C x) const { return detail::is_nan(x); }
+};
+struct IsInfOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> REEL_HD bool apply(C x) const {
+    if constexpr (is_complex_v<C>)
+      return std::isinf(x.real()) || std::isinf(x.imag());
+    else if constexpr (std::is_floating_point_v<C>)
+      return std::isinf(x);
+    else
+      return false;
+  }
+};
+struct IsFiniteOp : PredicateRule {
+  static constexpr bool differentiable = false;
+  template <class C> REEL_HD bool apply(C x) const {
+    if constexpr (is_complex_v<C>)
+      return std::isfinite(x.real()) && std::isfinite(x.imag());
+    else if constexpr (std::is_floating_point_v<C>)
+      return std::isfinite(x);
+    else
+      return true;
+  }
+};
+
+// ================================================================== the public functions
+// The elementwise ops, each named once: X(function, op struct[, has an in-place form x.fn_()]).
+// These lists make the public functions and in-place forms below, and the instantiations of the
+// ops' autograd tables that reel::runtime compiles once (reel/runtime/instantiate.hpp).
+#define REEL_UNARY_OPS(X) \
+  X(neg, NegOp, 1) \
+  X(exp, ExpOp, 1) \
+  X(log, LogOp, 1) \
+  X(log1p, Log1pOp, 1) \
+  X(expm1, Expm1Op, 1) \
+  X(sqrt, SqrtOp, 1) \
+  X(rsqrt, RsqrtOp, 1) \
+  X(sin, SinOp, 1) \
+  X(cos, CosOp, 1) \
+  X(tan, TanOp, 1) \
+  X(tanh, TanhOp, 1) \
+  X(sigmoid, SigmoidOp, 1) \
+  X(reciprocal, ReciprocalOp, 1) \
+  X(square, SquareOp, 1) \
+  X(relu, ReluOp, 1) \
+  X(abs, AbsOp, 1) \
+  X(sgn, SignOp, 0) \
+  X(floor, FloorOp, 1) \
+  X(ceil, CeilOp, 1) \
+  X(round, RoundOp, 1) \
+  X(real, RealOp, 0) \
+  X(conj, ConjOp, 0) \
+  X(angle, AngleOp, 0) \
+  X(isnan, IsNanOp, 0) \
+  X(isinf, IsInfOp, 0) \
+  X(isfinite, IsFiniteOp, 0) \
+  X(logical_not, LogicalNotOp, 0)
+#define REEL_COMPLEX_ONLY_OPS(X) X(imag, ImagOp, 0)  // (a compile error for real tensors)
+#define REEL_BINARY_OPS(X) \
+  X(add, AddOp) \
+  X(sub, SubOp) \
+  X(mul, MulOp) \
+  X(div, DivOp) \
+  X(pow, PowOp) \
+  X(maximum, MaximumOp) \
+  X(minimum, MinimumOp) \
+  X(fmax, FmaxOp) \
+  X(fmin, FminOp) \
+  X(eq, EqOp) \
+  X(ne, NeOp) \
+  X(lt, LtOp) \
+  X(le, LeOp) \
+  X(gt, GtOp) \
+  X(ge, GeOp) \
+  X(logical_and, LogicalAndOp) \
+  X(logical_or, LogicalOrOp)
+
+template <class A, class B> concept BinaryOperands =
+    (TensorLike<A> || TensorLike<B>) && (TensorLike<A> || is_cpp_scalar_v<A>) && (TensorLike<B> || is_cpp_scalar_v<B>);
+
+#define REEL_DEFINE_UNARY(NAME, OP) \
+  template <TensorLike X> auto NAME(const X& x) { return make_expr(OP{}, x); }
+#define REEL_DEFINE_BINARY(NAME, OP) \
+  template <class A, class B> requires BinaryOperands<A, B> auto NAME(const A& a, const B& b) { return make_expr(OP{}, a, b); }
+
+#define REEL_DEFINE_UNARY_X(NAME, OP, INPLACE) REEL_DEFINE_UNARY(NAME, OP)
+REEL_UNARY_OPS(REEL_DEFINE_UNARY_X)
+REEL_COMPLEX_ONLY_OPS(REEL_DEFINE_UNARY_X)
+REEL_BINARY_OPS(REEL_DEFINE_BINARY)
+#undef REEL_DEFINE_UNARY_X
+
+// sign is the real-valued function; complex tensors use sgn (as in PyTorch).
+template <TensorLike X>
+auto sign(const X& x) {
+  static_assert(!is_complex_v<detail::value_t<X>>,
+                "reel::sign: sign is not defined for complex tensors; use sgn (z / |z|) instead");
+  return make_expr(SignOp{}, x);
+}
+
+template <class U, TensorLike X>
+auto cast(const X& x) {
+  return make_expr(CastOp<U>{}, x);
+}
+template <class U, TensorLike X>
+auto saturating_cast(const X& x) {
+  return make_expr(SaturatingCastOp<U>{}, x);
+}
+// For derivative rules written generically: a number stays a number.
+template <class U, class S>
+  requires is_cpp_scalar_v<S>
+auto cast(const S& s) {
+  return convert<U>(s);
+}
+
+template <class Cd, class A, class B>
+  requires(TensorLike<Cd> && (TensorLike<A> || is_cpp_scalar_v<A>) && (TensorLike<B> || is_cpp_scalar_v<B>))
+auto where(const Cd& cond, const A& a, const B& b) {
+  static_assert(std::is_same_v<detail::value_t<Cd>, bool>, "reel::where: the condition must be a bool tensor");
+  return make_expr(WhereOp{}, cond, a, b);
+}
+
+template <TensorLike X>
+auto clamp(const X& x, Bound min, Bound max) {
+  using T = detail::value_t<X>;
+  return make_expr(ClampOp<T>(min, max, "clamp"), x);
+}
+template <TensorLike X> auto clamp_min(const X& x, Bound min) { return make_expr(ClampOp<detail::value_t<X>>(min, {}, "clamp_min"), x); }
+template <TensorLike X> auto clamp_max(const X& x, Bound max) { return make_expr(ClampOp<detail::value_t<X>>({}, max, "clamp_max"), x); }
+
+template <TensorLike X>
+auto nan_to_num(const X& x, double nan = 0.0, std::optional<double> posinf = {}, std::optional<double> neginf = {}) {
+  using T = detail::value_t<X>;
+  using R = real_t<compute_t<T>>;
+  using L = std::numeric_limits<real_t<T>>;
+  NanToNumOp<T> op;
+  op.nan = static_cast<R>(nan);
+  op.posinf = posinf ? static_cast<R>(*posinf) : static_cast<R>(static_cast<double>(L::max()));
+  op.neginf = neginf ? static_cast<R>(*neginf) : static_cast<R>(static_cast<double>(L::lowest()));
+  return make_expr(op, x);
+}
+
+template <class A, class B> requires BinaryOperands<A, B> auto operator+(const A& a, const B& b) { return add(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator-(const A& a, const B& b) { return sub(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator*(const A& a, const B& b) { return mul(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator/(const A& a, const B& b) { return div(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator<(const A& a, const B& b) { return lt(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator<=(const A& a, const B& b) { return le(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator>(const A& a, const B& b) { return gt(a, b); }
+template <class A, class B> requires BinaryOperands<A, B> auto operator>=(const A& a, const B& b) { return ge(a, b); }
+template <TensorLike X> auto operator-(const X& x) { return neg(x); }
+
+// In-place forms: x.op_() for every unary op writes into x's storage.
+#define REEL_INPLACE(NAME, OP, INPLACE) REEL_INPLACE_##INPLACE(NAME)
+#define REEL_INPLACE_0(NAME)
+#define REEL_INPLACE_1(NAME) \
+  template <class T, class D> Tensor<T, D> NAME##_(Tensor<T, D> x) { return x.copy_(NAME(x)); }
+REEL_UNARY_OPS(REEL_INPLACE)
+#undef REEL_INPLACE
+#undef REEL_INPLACE_0
+#undef REEL_INPLACE_1
+template <class T, class D> Tensor<T, D> clamp_(Tensor<T, D> x, Bound min, Bound max) { return x.copy_(clamp(x, min, max)); }
+
+}  // namespace reel
+
+// PowConstFn has a packet form (Eigen then evaluates pow(x, -3.0) rows vectorized).
+template <class C>
+struct Eigen::internal::functor_traits<reel::detail::PowConstFn<C>> {
+  enum { Cost = 8 * NumTraits<C>::MulCost, PacketAccess = packet_traits<C>::Vectorizable };
+};

@@ -1,0 +1,253 @@
+#pragma once
+// matmul and friends through Eigen's GEMM kernel, or, for float and double where the build
+// found an optimized BLAS (OpenBLAS or BLIS: REEL_WITH_BLAS, set by CMake), through the
+// BLAS's sgemm / dgemm. Row-major operands are used in place, others are copied to
+// row-major first; reduced floats are multiplied in float and rounded once, as PyTorch does
+// on the CPU.
+#include "../core/config.hpp"
+#include <climits>
+
+#include "reductions.hpp"
+
+#ifdef REEL_WITH_BLAS
+// The CBLAS entry points, declared under reel's own names (asm labels bind them to the
+// library's symbols), so a user's <cblas.h>, whose enum-typed prototypes differ, never clashes.
+namespace reel::inline REEL_ABI::detail::blas {
+void sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+           float beta, float* c, int ldc) __asm__("cblas_sgemm");
+void dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+           int ldb, double beta, double* c, int ldc) __asm__("cblas_dgemm");
+inline constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;  // CBLAS_ORDER / CBLAS_TRANSPOSE
+}  // namespace reel::detail::blas
+#endif
+
+namespace reel::inline REEL_ABI {
+
+namespace detail {
+// CUDA tensors multiply through cuBLASLt: DeviceGemm<CUDA> (reel/cuda/blaslt.hpp, from
+// <cuda.hpp>) is the only definition, so CPU translation units never see CUDA code.
+template <class D> struct DeviceGemm;
+
+// Operands need unit inner stride (others are copied first).
+template <class T, class D>
+Tensor<T, D> unit_inner(const Tensor<T, D>& t) {
+  return (t.stride(-1) == 1 || t.size(-1) <= 1) && (t.stride(-2) >= t.size(-1) || t.size(-2) <= 1) ? t : t.contiguous();
+}
+
+#ifdef REEL_WITH_BLAS
+// How the BLAS reads t's last two dims in place: row-major (trans false) or a transposed
+// row-major matrix (trans true, e.g. a .mT() view), with leading dimension ld. False: neither.
+template <class T, class D>
+bool blas_layout(const Tensor<T, D>& t, bool& trans, int64_t& ld) {
+  const int64_t r = t.size(-2), c = t.size(-1), s0 = t.stride(-2), s1 = t.stride(-1);
+  trans = !((s1 == 1 || c <= 1) && (s0 >= c || r <= 1));
+  if (!trans) {
+    ld = std::max<int64_t>({s0, c, 1});
+    return true;
+  }
+  ld = std::max<int64_t>({s1, r, 1});
+  return (s0 == 1 || r <= 1) && (s1 >= r || c <= 1);
+}
+// C = op(A) op(B), or C += op(A) op(B), by the BLAS's sgemm / dgemm. False (nothing done)
+// where it does not apply: another type, sizes past int, or inside one of reel's parallel
+// regions (a batch of small products: the BLAS threads its own GEMM, threads never nest).
+template <class T>
+bool blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb,
+               T* C, int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (std::max({m, n, k, lda, ldb, ldc}) > INT_MAX) return false;
+#ifdef _OPENMP
+    if (omp_in_parallel()) return false;
+#endif
+    auto call = [&](auto f) {
+      f(blas::kRowMajor, ta ? blas::kTrans : blas::kNoTrans, tb ? blas::kTrans : blas::kNoTrans, int(m), int(n), int(k),
+        T(1), A, int(lda), B, int(ldb), T(accumulate ? 1 : 0), C, int(ldc));
+    };
+    if constexpr (std::is_same_v<T, float>)
+      call(&blas::sgemm);
+    else
+      call(&blas::dgemm);
+    return true;
+  } else {
+    return false;
+  }
+}
+#endif
+
+template <class T, class D>
+void check_matmul_types() {
+  static_assert(!std::is_same_v<T, bool>, "reel::matmul: not implemented for bool tensors");
+  static_assert(!is_fp8_v<T>, "reel::matmul: float8 tensors multiply through scaled_mm");
+}
+
+// C[m, n] (+)= op(A) op(B), C row-major; op(A) = A[m, k] row-major, or A stored as [k, m]
+// row-major when TA (a transposed operand is read in place, never copied); likewise B.
+// Calls Eigen's GEMM kernel directly: the dispatch in front of it (lazy and matrix-vector
+// products) costs a second per translation unit to compile and is not needed here. Small
+// products use a plain loop; large ones split the rows of C between threads.
+template <class T, bool TA = false, bool TB = false>
+void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
+             bool accumulate) {
+  if (!accumulate)
+    for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, T(0));
+  if (m == 0 || n == 0 || k == 0) return;
+  auto a = [&](int64_t i, int64_t p) { return TA ? A[p * lda + i] : A[i * lda + p]; };
+  if (m * n * k <= 32 * 32 * 32) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) {
+        const T ai = a(i, p);
+        for (int64_t j = 0; j < n; ++j) C[i * ldc + j] += ai * (TB ? B[j * ldb + p] : B[p * ldb + j]);
+      }
+    return;
+  }
+#ifdef REEL_WITH_BLAS
+  if (blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, true)) return;  // else Eigen's kernel
+#endif
+  using namespace Eigen::internal;
+  constexpr int LO = TA ? Eigen::ColMajor : Eigen::RowMajor, RO = TB ? Eigen::ColMajor : Eigen::RowMajor;
+  using G = general_matrix_matrix_product<Eigen::Index, T, LO, false, T, RO, false, Eigen::RowMajor, 1>;
+  auto rows = [&](int64_t r0, int64_t r1) {
+    gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(r1 - r0, n, k, 1, true);
+    G::run(r1 - r0, n, k, A + (TA ? r0 : r0 * lda), lda, B, ldb, C + r0 * ldc, 1, ldc, T(1), blocking, nullptr);
+  };
+  // enough rows per thread to keep the kernel's panels full
+  parallel_range(m, rows, std::max<int64_t>(64, (int64_t(1) << 22) / std::max<int64_t>(n * k, 1)));
+}
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
+  gemm_ex<T>(m, n, k, A, lda, B, ldb, C, ldc, false);
+}
+
+// out[b] = a[b] @ c[b] for 3-d operands whose batch dims already agree.
+template <class T, class D>
+Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
+  const int64_t B = a0.size(0), n = a0.size(1), m = b0.size(2);
+  auto out = empty<T, D>({B, n, m});
+  if constexpr (std::is_same_v<D, CUDA>) {
+    DeviceGemm<D>::bmm(a0, b0, out);  // (fp16 / bf16 accumulate in fp32 inside cuBLASLt)
+  } else if constexpr (!std::is_same_v<D, Meta>) {
+    if (out.numel() == 0) return out;
+    auto kernel = [](const Tensor<T, D>& a0, const Tensor<T, D>& b0, const Tensor<T, D>& out) {
+      const int64_t B = a0.size(0), n = a0.size(1), k = a0.size(2), m = b0.size(2);
+      using C = compute_t<T>;  // reduced floats multiply in float
+#ifdef REEL_WITH_BLAS
+      // one large product: the BLAS reads transposed operands (a backward's .mT()) in place
+      if (B == 1 && n * m * k > 32 * 32 * 32) {
+        bool ta, tb;
+        int64_t lda, ldb;
+        if (blas_layout(a0, ta, lda) && blas_layout(b0, tb, ldb) &&
+            blas_gemm(ta, tb, n, m, k, a0.data_ptr(), lda, b0.data_ptr(), ldb, out.mutable_data_ptr(), m, false))
+          return;
+      }
+#endif
+      auto a = unit_inner(a0.template to<C>()), b = unit_inner(b0.template to<C>());
+      auto o = std::is_same_v<C, T> ? Tensor<C, D>(out.impl_ptr()) : empty<C, D>({B, n, m});
+      auto run = [&](int64_t i) {
+        gemm<C>(n, m, k, a.data_ptr() + i * a.stride(0), std::max<int64_t>(a.stride(1), k),
+                b.data_ptr() + i * b.stride(0), std::max<int64_t>(b.stride(1), m), o.mutable_data_ptr() + i * n * m, m);
+      };
+      // Many small products: one per thread; few large ones: threads inside each.
+      if (B > 1 && n * m * k < (int64_t(1) << 18))
+        parallel_range(B, [&](int64_t s, int64_t e) { for (int64_t i = s; i < e; ++i) run(i); }, 1);
+      else
+        for (int64_t i = 0; i < B; ++i) run(i);
+      if constexpr (!std::is_same_v<C, T>) assign_expr(out, o);
+    };
+    if (CaptureTrace* t = capturing())
+      t->record({out.impl().storage.get()}, {a0.impl().storage.get(), b0.impl().storage.get()},
+                [=] { kernel(a0, b0, out); });
+    else
+      kernel(a0, b0, out);
+  }
+  return out;
+}
+// bmm with autograd: d(A B) = dA B + A dB; the adjoints are G B^H and A^H G.
+template <class T, class D>
+Tensor<T, D> bmm_rec(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  if (!a.impl().autograd && !b.impl().autograd) return bmm_impl(a, b);
+  auto adj = [](const Tensor<T, D>& m) {
+    if constexpr (is_complex_v<T>)
+      return Tensor<T, D>(conj(m.mT()));
+    else
+      return m.mT();
+  };
+  return record_fn(
+      bmm_impl(a.detach(), b.detach()), "BmmBackward", {a, b}, {a, b},
+      [a, b, adj](const Tensor<T, D>& g) {
+        return std::vector<Tensor<T, D>>{a.requires_grad() ? bmm_rec(g, adj(b)) : Tensor<T, D>(),
+                                         b.requires_grad() ? bmm_rec(adj(a), g) : Tensor<T, D>()};
+      },
+      [a, b](const std::vector<Tensor<T, D>>& t) {
+        if (!t[0].defined()) return bmm_rec(a, t[1]);
+        if (!t[1].defined()) return bmm_rec(t[0], b);
+        return Tensor<T, D>(bmm_rec(t[0], b) + bmm_rec(a, t[1]));
+      });
+}
+}  // namespace detail
+
+template <class T, class D>
+Tensor<T, D> mm(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  detail::check_matmul_types<T, D>();
+  REEL_CHECK(a.dim() == 2 && b.dim() == 2, value_error, "mm: expected 2-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+  REEL_CHECK(a.size(1) == b.size(0), value_error, "mm: shapes ", a.sizes(), " and ", b.sizes(),
+             " cannot be multiplied (", a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  return detail::bmm_rec(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
+}
+template <class T, class D>
+Tensor<T, D> bmm(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  detail::check_matmul_types<T, D>();
+  REEL_CHECK(a.dim() == 3 && b.dim() == 3, value_error, "bmm: expected 3-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+  REEL_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), value_error, "bmm: shapes ", a.sizes(), " and ", b.sizes(),
+             " cannot be multiplied");
+  return detail::bmm_rec(a, b);
+}
+template <class T, class D>
+Tensor<T, D> dot(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  REEL_CHECK(a.dim() == 1 && b.dim() == 1, value_error, "dot: expected 1-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+  REEL_CHECK(a.size(0) == b.size(0), value_error, "dot: inconsistent tensor sizes ", a.sizes(), " and ", b.sizes());
+  return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+}
+template <class T, class D>
+Tensor<T, D> outer(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  REEL_CHECK(a.dim() == 1 && b.dim() == 1, value_error, "outer: expected 1-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+  return Tensor<T, D>(a.unsqueeze(1) * b.unsqueeze(0));
+}
+template <class T, class D>
+Tensor<T, D> mv(const Tensor<T, D>& a, const Tensor<T, D>& v) {
+  REEL_CHECK(a.dim() == 2 && v.dim() == 1, value_error, "mv: expected a 2-D and a 1-D tensor, got shapes ", a.sizes(), " and ", v.sizes());
+  return mm(a, v.unsqueeze(1)).squeeze(1);
+}
+
+// torch.matmul: 1-d operands are promoted to matrices and the added dim removed after;
+// batch dims broadcast.
+template <class T, class D>
+Tensor<T, D> matmul(const Tensor<T, D>& a, const Tensor<T, D>& b) {
+  detail::check_matmul_types<T, D>();
+  REEL_CHECK(a.dim() >= 1 && b.dim() >= 1, value_error, "matmul: both arguments need at least 1 dimension, got shapes ",
+             a.sizes(), " and ", b.sizes());
+  if (a.dim() == 1 && b.dim() == 1) return dot(a, b);
+  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+  if (a.dim() == 2 && b.dim() == 1) return mv(a, b);
+  auto A = a.dim() == 1 ? a.unsqueeze(0) : a;
+  auto B = b.dim() == 1 ? b.unsqueeze(1) : b;
+  int64_t n = A.size(-2), k = A.size(-1), k2 = B.size(-2), m = B.size(-1);
+  REEL_CHECK(k == k2, value_error, "matmul: shapes ", a.sizes(), " and ", b.sizes(), " cannot be multiplied (", n, "x", k,
+             " and ", k2, "x", m, ")");
+  Shape ba(A.sizes().begin(), A.sizes().end() - 2), bb(B.sizes().begin(), B.sizes().end() - 2);
+  Shape batch = detail::broadcast_shapes(ba, bb);
+  int64_t nb = detail::numel_of(batch);
+  Shape ea = batch, eb = batch;
+  ea.push_back(n);
+  ea.push_back(k);
+  eb.push_back(k);
+  eb.push_back(m);
+  auto A3 = A.expand(ea).reshape({nb, n, k});
+  auto B3 = B.expand(eb).reshape({nb, k, m});
+  auto out = detail::bmm_rec(A3, B3);
+  Shape os = batch;
+  if (a.dim() > 1) os.push_back(n);
+  if (b.dim() > 1) os.push_back(m);
+  return out.reshape(os);
+}
+
+}  // namespace reel

@@ -1,0 +1,987 @@
+#pragma once
+// Reductions, scans, sorting and histograms. A reduction over any set of dims is done by
+// permuting the reduced dims to the end, so every output element reduces one contiguous
+// run; runs are reduced with Eigen (vectorized) and split between threads.
+#include "../core/config.hpp"
+#include <algorithm>
+#include <numeric>
+
+#include "factories.hpp"
+
+namespace reel::inline REEL_ABI {
+
+namespace detail {
+
+// sum/prod of integers and bools accumulate and return int64, as in PyTorch.
+template <class T> using sum_t = std::conditional_t<(category_v<T> <= 1), int64_t, T>;
+
+struct ReducePlan {
+  Shape out_keep;  // output shape with keepdim
+  Shape out;       // output shape as requested
+  int64_t outer = 1, inner = 1;
+  Shape perm;
+};
+
+inline ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, const char* fn) {
+  int64_t nd = sizes.size();
+  std::vector<bool> red(std::max<int64_t>(nd, 1), false);
+  if (dims.empty()) {
+    std::fill(red.begin(), red.end(), true);
+  } else {
+    for (int64_t d : dims) {
+      int64_t w = wrap_dim(d, nd, fn);
+      REEL_CHECK(!red[w], value_error, fn, ": dim ", d, " appears multiple times in the list of dims");
+      red[w] = true;
+    }
+  }
+  ReducePlan p;
+  for (int64_t i = 0; i < nd; ++i)
+    if (!red[i]) {
+      p.perm.push_back(i);
+      p.outer *= sizes[i];
+    }
+  for (int64_t i = 0; i < nd; ++i)
+    if (red[i]) {
+      p.perm.push_back(i);
+      p.inner *= sizes[i];
+    }
+  for (int64_t i = 0; i < nd; ++i) {
+    p.out_keep.push_back(red[i] ? 1 : sizes[i]);
+    if (!red[i] || keepdim) p.out.push_back(red[i] ? 1 : sizes[i]);
+  }
+  return p;
+}
+
+// What a reduction computes, for devices that cannot run the host function `f` (CUDA runs
+// its own kernel per kind; None: not available there).
+enum class RunKind { None, Sum, Mean, Prod, Max, Min, ArgMax, ArgMin };
+
+template <class A, class T> A sum_run(const T* p, int64_t n);  // below
+
+// o[r] += the W consecutive elements of row r (W fixed: unrolled, and vectorizable across rows).
+template <int W, class Acc, class T>
+void sum_rows_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    Acc a = o[r];
+    for (int j = 0; j < W; ++j) a += static_cast<Acc>(in[r * W + j]);
+    o[r] = a;
+  }
+}
+
+// o[r] = the sum (or mean) of the W consecutive elements of row r, accumulated in Acc.
+template <int W, bool Mean, class Acc, class T>
+void sum_runs_fixed_as(T* __restrict o, const T* __restrict in, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {  // vectorizes (the stride-W loads become shuffles)
+    Acc a{};  // from +0, as PyTorch (a sum of -0.0 is +0.0)
+    for (int j = 0; j < W; ++j) a += static_cast<Acc>(in[r * W + j]);
+    if constexpr (Mean)
+      o[r] = static_cast<T>(a / static_cast<real_t<Acc>>(W));
+    else
+      o[r] = static_cast<T>(a);
+  }
+}
+template <int W, class Acc, class T>
+void sum_runs_fixed(T* o, const T* in, int64_t rows, bool mean) {
+  if (mean)
+    sum_runs_fixed_as<W, true, Acc>(o, in, rows);
+  else
+    sum_runs_fixed_as<W, false, Acc>(o, in, rows);
+}
+
+// o[j] += column j of `rows` rows of W consecutive elements (a kept xyz dim, the rows
+// reduced): two interleaved accumulators per column, so the adds do not wait on each other.
+template <int W, class Acc, class T>
+void sum_cols_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
+  Acc a[W] = {}, b[W] = {};
+  int64_t r = 0;
+  for (; r + 1 < rows; r += 2)
+    for (int j = 0; j < W; ++j) {
+      a[j] += static_cast<Acc>(in[r * W + j]);
+      b[j] += static_cast<Acc>(in[(r + 1) * W + j]);
+    }
+  if (r < rows)
+    for (int j = 0; j < W; ++j) a[j] += static_cast<Acc>(in[r * W + j]);
+  for (int j = 0; j < W; ++j) o[j] += a[j] + b[j];
+}
+
+// Sum (or mean) over some dims, reading x in place: one walk over x in its stride order
+// accumulating into the output (zero stride along the reduced dims), so neither a permuted
+// copy nor a call per output element is paid. Short reduced runs (xyz = 3) are plain loops;
+// long unit-stride ones go through sum_run; a kept inner dim adds whole slices. Float
+// accumulates in double, as sum_run does.
+template <class T>
+void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double,
+              std::conditional_t<std::is_same_v<T, std::complex<float>>, std::complex<double>, T>>;
+  const int64_t nout = p.outer;
+  if (p.inner >= 2 && p.inner <= 4 && x.is_contiguous() && std::is_sorted(p.perm.begin(), p.perm.end())) {
+    // contiguous, reduced over short trailing dims ([n, m, 3] over the 3): each output is
+    // one run of p.inner elements, written once (no zero fill, no accumulation pass)
+    switch (p.inner) {
+      case 2: return sum_runs_fixed<2, Acc>(dst, x.data_ptr(), nout, mean);
+      case 3: return sum_runs_fixed<3, Acc>(dst, x.data_ptr(), nout, mean);
+      default: return sum_runs_fixed<4, Acc>(dst, x.data_ptr(), nout, mean);
+    }
+  }
+  thread_local std::vector<Acc> buf;
+  Acc* acc;
+  if constexpr (std::is_same_v<Acc, T>) {
+    acc = dst;
+  } else {
+    buf.resize(nout);
+    acc = buf.data();
+  }
+  std::fill(acc, acc + nout, Acc{});
+  Shape ost(x.dim(), 0);  // the output's strides over x's dims
+  for (int64_t i = x.dim() - 1, s = 1; i >= 0; --i)
+    if (p.out_keep[i] != 1 || x.size(i) == 1) {
+      ost[i] = p.out_keep[i] == 1 ? 0 : s;
+      s *= p.out_keep[i];
+    }
+  const Shape xs = x.sizes(), xst = x.strides();
+  Operands ops;
+  ops.add(acc, xs, ost);
+  ops.add(x.data_ptr(), xs, xst);
+  run_rows(ops, nullptr, [](void*, const RowCtx& c, int64_t cnt, int64_t rows, bool) {
+    Acc* o = static_cast<Acc*>(const_cast<void*>(c.base[0])) + c.off[0];
+    const T* in = static_cast<const T*>(c.base[1]) + c.off[1];
+    const int64_t os = c.inner[0], is = c.inner[1], oo = c.outer[0], io = c.outer[1];
+    if (os == 0 && is == 1 && io == cnt && oo == 1 && cnt >= 2 && cnt <= 4) {  // xyz: unrolled, vectorizable
+      switch (cnt) {
+        case 2: return sum_rows_fixed<2>(o, in, rows);
+        case 3: return sum_rows_fixed<3>(o, in, rows);
+        default: return sum_rows_fixed<4>(o, in, rows);
+      }
+    }
+    if (oo == 0 && os == 1 && is == 1 && io == cnt && cnt >= 2 && cnt <= 4) {  // rows reduced onto a kept xyz
+      switch (cnt) {
+        case 2: return sum_cols_fixed<2>(o, in, rows);
+        case 3: return sum_cols_fixed<3>(o, in, rows);
+        default: return sum_cols_fixed<4>(o, in, rows);
+      }
+    }
+    if (os == 0 && cnt < kShortRow && rows > cnt) {  // short reduced rows: add column by column
+      for (int64_t i = 0; i < cnt; ++i)
+        for (int64_t r = 0; r < rows; ++r) o[r * oo] += static_cast<Acc>(in[r * io + i * is]);
+      return;
+    }
+    for (int64_t r = 0; r < rows; ++r, o += oo, in += io) {
+      if (os == 0) {  // the row is reduced
+        if (is == 1 && cnt >= 16) {
+          *o += sum_run<Acc>(in, cnt);  // blocks of 1024, float accumulated in double
+        } else {
+          Acc a{};
+          for (int64_t i = 0; i < cnt; ++i) a += static_cast<Acc>(in[i * is]);
+          *o += a;
+        }
+      } else if (os == 1 && is == 1 && cnt >= 16) {
+        Eigen::Map<Eigen::Array<Acc, Eigen::Dynamic, 1>>(o, cnt) += cast_eigen<Acc>(Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(in, cnt));
+      } else {
+        for (int64_t i = 0; i < cnt; ++i) o[i * os] += static_cast<Acc>(in[i * is]);
+      }
+    }
+  }, false, true);  // one thread: rows of x accumulate into the same outputs
+  const real_t<Acc> n = static_cast<real_t<Acc>>(p.inner);
+  if (mean || !std::is_same_v<Acc, T>)  // (a plain sum accumulated in T is already in dst)
+    for (int64_t i = 0; i < nout; ++i) dst[i] = static_cast<T>(mean ? acc[i] / n : acc[i]);
+}
+
+// Applies `f(const T* run, int64_t len) -> R` to every reduced run of x.
+template <class R, RunKind K = RunKind::None, class T, class D, class F>
+Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const char* fn, F&& f) {
+  auto p = plan_reduce(x.sizes(), dims, keepdim, fn);
+  auto out = empty<R, D>(p.out);
+  if constexpr (std::is_same_v<D, CUDA>) {
+    if constexpr (K == RunKind::None) {
+      require_host_memory<D>(fn);
+    } else {
+      auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
+      constexpr bool extreme = K == RunKind::Max || K == RunKind::Min || K == RunKind::ArgMax || K == RunKind::ArgMin;
+      if (p.inner == 0 && extreme && p.outer > 0)
+        raise<index_error>(fn, ": cannot reduce over a zero-size dimension");
+      DeviceBackend<D>::template reduce_runs<K>(xp.data_ptr(), out.data_ptr(), p.outer, p.inner);
+    }
+  } else if constexpr (!std::is_same_v<D, Meta>) {
+    auto run = [](const Tensor<T, D>& x, const ReducePlan& p, const Tensor<R, D>& out, const std::remove_cvref_t<F>& f,
+                  const char* fn, const Shape& dims) {
+      if constexpr ((K == RunKind::Sum || K == RunKind::Mean) && std::is_same_v<R, T> &&
+                    (std::is_floating_point_v<T> || is_complex_v<T>)) {
+        if (p.outer > 1 && p.inner > 0 && x.numel() < kParallelThreshold) {
+          sum_strided(x, p, K == RunKind::Mean, out.mutable_data_ptr());
+          return;
+        }
+        if (p.outer > 1 && p.inner > 0 && x.dim() > 0 && p.out_keep[0] == x.size(0) && x.size(0) > 1) {
+          // dim 0 kept (a batch of directions, say): each thread reduces its slices of it
+          const int64_t per = p.outer / x.size(0);
+          T* dst = out.mutable_data_ptr();
+          parallel_range(x.size(0), [&](int64_t b, int64_t e) {
+            auto part = x.narrow(0, b, e - b);
+            auto pp = plan_reduce(part.sizes(), dims, true, fn);
+            sum_strided(part, pp, K == RunKind::Mean, dst + b * per);
+          }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(x.numel() / x.size(0), 1)));
+          return;
+        }
+        // reduced dims that are not the innermost (a bias gradient's sum over the batch): one
+        // walk in place rather than a permuted copy (one thread: the same rounding for any count)
+        if (p.outer > 1 && p.inner > 0 && x.numel() < (int64_t(1) << 22) && x.dim() > 0 &&
+            !x.permute(p.perm).is_contiguous()) {
+          sum_strided(x, p, K == RunKind::Mean, out.mutable_data_ptr());
+          return;
+        }
+      }
+      auto xp = x.dim() ? x.permute(p.perm).contiguous() : x.contiguous();
+      const T* src = xp.data_ptr();
+      R* dst = out.mutable_data_ptr();
+      const int64_t inner = p.inner;
+      if (p.outer == 1) {
+        dst[0] = f(src, inner);
+      } else {
+        parallel_range(p.outer, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) dst[i] = f(src + i * inner, inner);
+        }, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(inner, 1)));
+      }
+    };
+    if (CaptureTrace* t = capturing())
+      t->record({out.impl().storage.get()}, {x.impl().storage.get()}, [=] { run(x, p, out, f, fn, dims); });
+    else
+      run(x, p, out, f, fn, dims);
+  }
+  return out;
+}
+
+// The gradient of a reduction, broadcast back to the input's shape.
+template <class T, class D>
+Tensor<T, D> unreduce(const Tensor<T, D>& g, const Shape& in_sizes, const Shape& dims) {
+  auto p = plan_reduce(in_sizes, dims, true, "backward");
+  return g.reshape(p.out_keep).expand(in_sizes);
+}
+
+template <class T>
+auto eigen_run(const T* p, int64_t n) {
+  Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> m(p, n);
+  if constexpr (is_reduced_float_v<T>)
+    return m.template cast<float>();
+  else
+    return m;
+}
+
+// Sum of one contiguous run: blocks of 1024 summed by Eigen, block sums accumulated in
+// double for float input (cheap, and much more accurate than one long float chain). Long
+// runs are split between threads.
+template <class A, class T>
+A sum_run(const T* p, int64_t n) {
+  constexpr int64_t kBlock = 1024;
+  using Acc = std::conditional_t<std::is_same_v<compute_t<T>, float>, double,
+              std::conditional_t<std::is_same_v<compute_t<T>, std::complex<float>>, std::complex<double>, A>>;
+  auto block_sum = [&](int64_t b, int64_t e) {
+    Acc acc{};
+    for (int64_t i = b; i < e; i += kBlock) {
+      int64_t len = std::min(kBlock, e - i);
+      if constexpr (std::is_same_v<T, bool>)
+        acc += static_cast<Acc>(std::count(p + i, p + i + len, true));
+      else if constexpr (std::is_integral_v<T>)
+        acc += static_cast<Acc>(eigen_run(p + i, len).template cast<int64_t>().sum());
+      else
+        acc += static_cast<Acc>(eigen_run(p + i, len).sum());
+    }
+    return acc;
+  };
+  int nt = num_threads_for(n);
+  if (nt <= 1) return convert<A>(block_sum(0, n));
+  std::vector<Acc> part(nt, Acc{});
+  parallel_range(n, [&](int64_t b, int64_t e) {
+#ifdef _OPENMP
+    part[omp_get_thread_num()] = block_sum(b, e);
+#else
+    part[0] = block_sum(b, e);
+#endif
+  });
+  Acc acc{};
+  for (auto& v : part) acc += v;
+  return convert<A>(acc);
+}
+
+template <class T>
+bool nan_greater(const T& a, const T& b) {  // strict "a > b" where NaN is the largest value
+  if (is_nan(a)) return !is_nan(b);
+  if (is_nan(b)) return false;
+  return a > b;
+}
+
+// Orders indices of one line by value through a function pointer, so std::stable_sort
+// and std::partial_sort are compiled once for every element type (compile time).
+struct IndexOrder {
+  const void* line;
+  bool (*greater)(const void*, int64_t, int64_t);
+  bool descending;
+  bool operator()(int64_t i, int64_t j) const {  // i before j
+    return descending ? greater(line, i, j) : greater(line, j, i);
+  }
+};
+template <class T>
+bool greater_at(const void* line, int64_t i, int64_t j) {
+  const T* p = static_cast<const T*>(line);
+  return nan_greater(convert<compute_t<T>>(p[i]), convert<compute_t<T>>(p[j]));
+}
+// Sorts perm (indices of a line) stably by value; `k < n`: only the first k, ties by index.
+inline void order_line(std::vector<int64_t>& perm, IndexOrder ord, int64_t k) {
+  std::iota(perm.begin(), perm.end(), 0);
+  if (k >= static_cast<int64_t>(perm.size())) {
+    std::stable_sort(perm.begin(), perm.end(), ord);
+  } else {
+    auto tie_break = [&](int64_t i, int64_t j) {
+      if (ord(i, j)) return true;
+      if (ord(j, i)) return false;
+      return i < j;
+    };
+    std::partial_sort(perm.begin(), perm.begin() + k, perm.end(), tie_break);
+  }
+}
+}  // namespace detail
+
+// ------------------------------------------------------------------ sum / mean / prod
+template <TensorLike X>
+  requires is_tensor_v<X>
+Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> sum(const X& xe, Shape dims = {}, bool keepdim = false) {
+  auto x = detail::materialize(xe);
+  using T = detail::value_t<X>;
+  using R = detail::sum_t<T>;
+  using D = detail::device_t<X>;
+  auto out = detail::reduce_runs<R, detail::RunKind::Sum>(x.detach(), dims, keepdim, "sum",
+                                    [](const T* p, int64_t n) { return detail::sum_run<R>(p, n); });
+  if constexpr (std::is_same_v<R, T>)
+    if (x.impl().autograd)
+      return Tensor<T, D>(detail::record_sum(x.impl_ptr(), out.impl_ptr(), dims,
+                                             detail::plan_reduce(x.sizes(), dims, true, "sum").out_keep, keepdim, 1.0,
+                                             detail::grad_type_ptr<T, D>()));
+  return out;
+}
+template <class X>
+  requires is_expr_v<X>
+auto sum(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return sum(detail::materialize(xe), dims, keepdim);
+}
+
+template <TensorLike X>
+  requires is_tensor_v<X>
+Tensor<detail::value_t<X>, detail::device_t<X>> mean(const X& xe, Shape dims = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  static_assert(is_floating_v<T> || is_complex_v<T>,
+                "reel::mean: could not infer output dtype; the input must be a floating point or complex tensor");
+  using D = detail::device_t<X>;
+  auto x = detail::materialize(xe);
+  auto out = detail::reduce_runs<T, detail::RunKind::Mean>(x.detach(), dims, keepdim, "mean", [](const T* p, int64_t n) {
+    using C = compute_t<T>;
+    if (n == 0) return convert<T>(C(std::numeric_limits<real_t<C>>::quiet_NaN()));
+    return convert<T>(detail::sum_run<C>(p, n) / static_cast<real_t<C>>(n));
+  });
+  if (x.impl().autograd) {
+    double n = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(out.numel(), 1));
+    return Tensor<T, D>(detail::record_sum(x.impl_ptr(), out.impl_ptr(), dims,
+                                           detail::plan_reduce(x.sizes(), dims, true, "mean").out_keep, keepdim, 1.0 / n,
+                                           detail::grad_type_ptr<T, D>()));
+  }
+  return out;
+}
+template <class X>
+  requires is_expr_v<X>
+auto mean(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return mean(detail::materialize(xe), dims, keepdim);
+}
+
+template <TensorLike X>
+  requires is_tensor_v<X>
+Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> prod(const X& xe, Shape dims = {}, bool keepdim = false) {
+  auto x = detail::materialize(xe);
+  using T = detail::value_t<X>;
+  using R = detail::sum_t<T>;
+  using D = detail::device_t<X>;
+  auto out = detail::reduce_runs<R, detail::RunKind::Prod>(x.detach(), dims, keepdim, "prod", [](const T* p, int64_t n) {
+    compute_t<R> acc(1);
+    for (int64_t i = 0; i < n; ++i) acc *= convert<compute_t<R>>(p[i]);
+    return convert<R>(acc);
+  });
+  if constexpr (std::is_same_v<R, T>)
+    if (x.impl().autograd) {
+      // d prod / d x_i = prod / x_i: the rule needs nonzero inputs
+      auto check = [](const Tensor<T, D>& v) {
+        REEL_CHECK(!sum(cast<int64_t>(eq(v.detach(), T(0)))).item(), not_implemented_error,
+                   "prod: the derivative at inputs that are exactly zero is not implemented");
+      };
+      return detail::record_fn(
+          out, "ProdBackward", {x}, {x},
+          [x, dims, check](const Tensor<T, D>& g) {
+            check(x);
+            Tensor<T, D> p = prod(x, dims, true);
+            auto gk = g.reshape(p.sizes());
+            if constexpr (is_complex_v<T>)
+              return std::vector{Tensor<T, D>(gk * conj(p) / conj(x))};
+            else
+              return std::vector{Tensor<T, D>(gk * p / x)};
+          },
+          [x, dims, keepdim, check](const std::vector<Tensor<T, D>>& t) {
+            check(x);
+            return Tensor<T, D>(prod(x, dims, keepdim) * sum(Tensor<T, D>(t[0] / x), dims, keepdim));
+          });
+    }
+  return out;
+}
+template <class X>
+  requires is_expr_v<X>
+auto prod(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return prod(detail::materialize(xe), dims, keepdim);
+}
+
+// ------------------------------------------------------------------ amax / amin
+namespace detail {
+template <bool Max, class T>
+T extreme_run(const T* p, int64_t n, const char* fn) {
+  REEL_CHECK(n > 0, index_error, fn, ": cannot reduce over a zero-size dimension");
+  if constexpr (std::is_floating_point_v<T>) {
+    auto m = eigen_run(p, n);
+    if constexpr (Max)
+      return m.template maxCoeff<Eigen::PropagateNaN>();
+    else
+      return m.template minCoeff<Eigen::PropagateNaN>();
+  } else {
+    compute_t<T> best = convert<compute_t<T>>(p[0]);
+    for (int64_t i = 1; i < n; ++i) {
+      auto v = convert<compute_t<T>>(p[i]);
+      if (is_nan(best)) break;
+      if (is_nan(v) || (Max ? v > best : v < best)) best = v;
+    }
+    return convert<T>(best);
+  }
+}
+}  // namespace detail
+
+namespace detail {
+// amax/amin: the gradient is shared evenly between the elements equal to the result.
+template <bool Max, class T, class D>
+Tensor<T, D> extreme(const Tensor<T, D>& x, const Shape& dims, bool keepdim) {
+  const char* fn = Max ? "amax" : "amin";
+  auto out = reduce_runs<T, Max ? RunKind::Max : RunKind::Min>(x.detach(), dims, keepdim, fn,
+                            [fn](const T* p, int64_t n) { return extreme_run<Max>(p, n, fn); });
+  if constexpr (autograd_type_v<T, D>) {
+    if (!x.impl().autograd) return out;
+    auto in = x.sizes();
+    Tensor<T, D> mask = cast<T>(eq(x.detach(), unreduce(out.detach(), in, dims)));
+    Tensor<T, D> count = sum(mask, dims, true);
+    Tensor<T, D> share = mask / unreduce(count, in, dims);
+    return record_fn(
+        out, Max ? "AmaxBackward" : "AminBackward", {x}, {},
+        [share, in, dims](const Tensor<T, D>& g) { return std::vector{Tensor<T, D>(share * unreduce(g, in, dims))}; },
+        [share, dims, keepdim](const std::vector<Tensor<T, D>>& t) { return sum(Tensor<T, D>(t[0] * share), dims, keepdim); });
+  }
+  return out;
+}
+}  // namespace detail
+
+template <TensorLike X>
+  requires is_tensor_v<X>
+auto amax(const X& xe, Shape dims = {}, bool keepdim = false) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "amax");
+  return detail::extreme<true>(detail::materialize(xe), dims, keepdim);
+}
+template <class X>
+  requires is_expr_v<X>
+auto amax(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return amax(detail::materialize(xe), dims, keepdim);
+}
+template <TensorLike X>
+  requires is_tensor_v<X>
+auto amin(const X& xe, Shape dims = {}, bool keepdim = false) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "amin");
+  return detail::extreme<false>(detail::materialize(xe), dims, keepdim);
+}
+template <class X>
+  requires is_expr_v<X>
+auto amin(const X& xe, Shape dims = {}, bool keepdim = false) {
+  return amin(detail::materialize(xe), dims, keepdim);
+}
+// max(x) / min(x): the largest / smallest element as a 0-d tensor (NaN if any is NaN).
+template <TensorLike X> auto max(const X& x) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "max");
+  return amax(x);
+}
+template <TensorLike X> auto min(const X& x) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "min");
+  return amin(x);
+}
+
+// ------------------------------------------------------------------ argmax / argmin / max(dim)
+namespace detail {
+template <bool Max, class T>
+int64_t arg_extreme_run(const T* p, int64_t n, const char* fn) {
+  REEL_CHECK(n > 0, index_error, fn, ": cannot reduce over a zero-size dimension");
+  int64_t best = 0;
+  auto bv = convert<compute_t<T>>(p[0]);
+  if (is_nan(bv)) return 0;
+  for (int64_t i = 1; i < n; ++i) {
+    auto v = convert<compute_t<T>>(p[i]);
+    if (is_nan(v)) return i;  // the first NaN wins, as in PyTorch
+    if (Max ? v > bv : v < bv) {
+      bv = v;
+      best = i;
+    }
+  }
+  return best;
+}
+}  // namespace detail
+
+template <TensorLike X>
+Tensor<int64_t, detail::device_t<X>> argmax(const X& xe, std::optional<int64_t> dim = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "argmax");
+  auto x = detail::materialize(xe);
+  if (!dim) x = x.reshape({-1});
+  return detail::reduce_runs<int64_t, detail::RunKind::ArgMax>(x, dim ? Shape{*dim} : Shape{0}, dim ? keepdim : false, "argmax",
+                                      [](const T* p, int64_t n) { return detail::arg_extreme_run<true>(p, n, "argmax"); });
+}
+template <TensorLike X>
+Tensor<int64_t, detail::device_t<X>> argmin(const X& xe, std::optional<int64_t> dim = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "argmin");
+  auto x = detail::materialize(xe);
+  if (!dim) x = x.reshape({-1});
+  return detail::reduce_runs<int64_t, detail::RunKind::ArgMin>(x, dim ? Shape{*dim} : Shape{0}, dim ? keepdim : false, "argmin",
+                                      [](const T* p, int64_t n) { return detail::arg_extreme_run<false>(p, n, "argmin"); });
+}
+
+template <class T, class D>
+struct ValuesIndices {
+  Tensor<T, D> values;
+  Tensor<int64_t, D> indices;
+};
+
+namespace detail {
+// Elements of x picked along `dim` by idx (whose shape is x's except along dim): gather,
+// and its adjoint scatter_add into zeros of x's shape. Each is the other's backward.
+template <bool Scatter, class T, class D>
+Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t, D>& idx, int64_t d, const Shape& out_sizes) {
+  auto out = empty<T, D>(out_sizes);
+  if constexpr (!std::is_same_v<D, Meta>) {
+    out.fill_(T(0));
+    if (out.numel() == 0 || idx.numel() == 0) return out;
+    auto st = src.detach().transpose(d, -1).contiguous();
+    auto it = idx.transpose(d, -1).contiguous();
+    auto ot = Scatter ? Tensor<T, D>(out.transpose(d, -1).contiguous()) : empty<T, D>(it.sizes());
+    int64_t k = it.size(-1), lines = it.numel() / k, n = Scatter ? ot.size(-1) : st.size(-1);
+    if constexpr (std::is_same_v<D, CUDA>) {
+      DeviceBackend<D>::template gather_lines<Scatter>(st.data_ptr(), it.data_ptr(), ot.mutable_data_ptr(), lines, k, n);
+    } else {
+      kernel_step({ot.impl().storage.get()}, {st.impl().storage.get(), it.impl().storage.get(), ot.impl().storage.get()},
+                  [st, it, ot, lines, k, n] {
+                    const T* s = st.data_ptr();
+                    const int64_t* ip = it.data_ptr();
+                    T* o = ot.mutable_data_ptr();
+                    for (int64_t l = 0; l < lines; ++l)
+                      for (int64_t j = 0; j < k; ++j) {
+                        int64_t i = ip[l * k + j];
+                        REEL_CHECK(i >= 0 && i < n, index_error, "gather: index ", i, " is out of bounds for size ", n);
+                        if constexpr (Scatter)
+                          o[l * n + i] += s[l * k + j];
+                        else
+                          o[l * k + j] = s[l * n + i];
+                      }
+                  });
+    }
+    return ot.transpose(d, -1).contiguous();
+  }
+  return out;
+}
+template <class T, class D> Tensor<T, D> scatter_add_along(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d);
+template <class T, class D>
+Tensor<T, D> gather_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx, int64_t d) {
+  d = wrap_dim(d, x.dim(), "gather");
+  auto out = gather_scatter_primal<false>(x, idx, d, idx.sizes());
+  if (!x.impl().autograd) return out;
+  auto in = x.sizes();
+  return record_fn(
+      out, "GatherBackward", {x}, {},
+      [idx, d, in](const Tensor<T, D>& g) { return std::vector{scatter_add_along(in, idx, g, d)}; },
+      [idx, d](const std::vector<Tensor<T, D>>& t) { return gather_along(t[0], idx, d); });
+}
+template <class T, class D>
+Tensor<T, D> scatter_add_along(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d) {
+  auto out = gather_scatter_primal<true>(src, idx, d, sizes);
+  if (!src.impl().autograd) return out;
+  return record_fn(
+      out, "ScatterAddBackward", {src}, {},
+      [idx, d](const Tensor<T, D>& g) { return std::vector{gather_along(g, idx, d)}; },
+      [idx, d, sizes](const std::vector<Tensor<T, D>>& t) { return scatter_add_along(sizes, idx, t[0], d); });
+}
+template <class T, class D>
+ValuesIndices<T, D> select_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx_keep, int64_t dim, bool keepdim) {
+  int64_t d = x.dim() ? wrap_dim(dim, x.dim(), "max") : 0;
+  if (x.dim() == 0) return {x.clone(), idx_keep};
+  auto v = gather_along(x, idx_keep, d);
+  if (keepdim) return {v, idx_keep};
+  return {v.squeeze(d), idx_keep.squeeze(d)};
+}
+}  // namespace detail
+template <TensorLike X>
+auto max(const X& xe, int64_t dim, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "max");
+  auto x = detail::materialize(xe);
+  auto idx = argmax(x, dim, true);
+  return detail::select_along<T>(x, idx, dim, keepdim);
+}
+template <TensorLike X>
+auto min(const X& xe, int64_t dim, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  REEL_REQUIRE_ORDERED(T, "min");
+  auto x = detail::materialize(xe);
+  auto idx = argmin(x, dim, true);
+  return detail::select_along<T>(x, idx, dim, keepdim);
+}
+
+// ------------------------------------------------------------------ composites
+// log(sum(exp(x))) computed stably around the max; rows that are all -inf give -inf.
+template <TensorLike X>
+  requires is_tensor_v<X>
+auto logsumexp(const X& xe, Shape dims, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  static_assert(is_floating_v<T>, "reel::logsumexp: needs a floating point tensor");
+  auto x = detail::materialize(xe);
+  Tensor<T, detail::device_t<X>> m = amax(x.detach(), dims, true);
+  Tensor<T, detail::device_t<X>> ms = where(isinf(m), T(0), m);
+  auto s = sum(exp(x - ms), dims, true);
+  Tensor<T, detail::device_t<X>> r = log(s) + ms;
+  if (keepdim) return r;
+  auto p = detail::plan_reduce(x.sizes(), dims, false, "logsumexp");
+  return r.reshape(p.out);
+}
+template <class X>
+  requires is_expr_v<X>
+auto logsumexp(const X& xe, Shape dims, bool keepdim = false) {
+  return logsumexp(detail::materialize(xe), dims, keepdim);
+}
+template <TensorLike X>
+auto logsumexp(const X& xe, int64_t dim, bool keepdim = false) {
+  return logsumexp(xe, Shape{dim}, keepdim);
+}
+
+// p-norm over all elements (or `dims`); p = inf / -inf give max / min of |x|, p = 0 counts
+// nonzeros.
+template <TensorLike X>
+  requires is_tensor_v<X>
+auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  static_assert(is_floating_v<T> || is_complex_v<T>, "reel::norm: needs a floating point or complex tensor");
+  using R = real_t<T>;
+  auto x = detail::materialize(xe);
+  Tensor<R, detail::device_t<X>> a = abs(x);
+  if (std::isinf(p)) return p > 0 ? amax(a, dims, keepdim) : amin(a, dims, keepdim);
+  if (p == 0) return sum(cast<R>(ne(a, R(0))), dims, keepdim);
+  if (p == 1) return sum(a, dims, keepdim);
+  if (p == 2) return Tensor<R, detail::device_t<X>>(sqrt(sum(square(a), dims, keepdim)));
+  return Tensor<R, detail::device_t<X>>(pow(sum(pow(a, static_cast<R>(p)), dims, keepdim), static_cast<R>(1.0 / p)));
+}
+template <class X>
+  requires is_expr_v<X>
+auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
+  return norm(detail::materialize(xe), p, dims, keepdim);
+}
+
+template <class T, class D>
+auto Tensor<T, D>::sum() const {
+  return reel::sum(*this);
+}
+template <class T, class D>
+auto Tensor<T, D>::mean() const {
+  return reel::mean(*this);
+}
+
+// ------------------------------------------------------------------ along one dim
+template <TensorLike X>
+  requires is_tensor_v<X>
+Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& xe, int64_t dim) {
+  auto x0 = detail::materialize(xe);
+  using T0 = detail::value_t<X>;
+  if constexpr (std::is_same_v<T0, detail::sum_t<T0>>) {
+    if (x0.impl().autograd) {
+      using D0 = detail::device_t<X>;
+      return detail::record_fn(
+          cumsum(x0.detach(), dim), "CumsumBackward", {x0}, {},
+          [dim](const Tensor<T0, D0>& g) {  // reversed cumulative sum: total - cumsum + g
+            return std::vector{Tensor<T0, D0>(sum(g, {dim}, true) - cumsum(g, dim) + g)};
+          },
+          [dim](const std::vector<Tensor<T0, D0>>& t) { return cumsum(t[0], dim); });
+    }
+  }
+  const auto& x = x0;
+  using T = detail::value_t<X>;
+  using R = detail::sum_t<T>;
+  using Dv = detail::device_t<X>;
+  int64_t d = detail::wrap_dim(dim, x.dim(), "cumsum");
+  if constexpr (std::is_same_v<Dv, Meta>) {
+    return empty<R, Dv>(x.sizes());
+  } else {
+    auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
+    auto out = empty<R, Dv>(xt.sizes());
+    int64_t len = xt.dim() ? xt.size(-1) : 1, lines = len ? xt.numel() / len : 0;
+    if constexpr (std::is_same_v<Dv, CUDA>) {
+      detail::DeviceBackend<Dv>::scan_lines(xt.data_ptr(), out.data_ptr(), lines, len);  // (Thrust)
+    } else {
+      detail::kernel_step({out.impl().storage.get()}, {xt.impl().storage.get()}, [xt, out, lines, len] {
+        const T* s = xt.data_ptr();
+        R* o = out.mutable_data_ptr();
+        detail::parallel_range(lines, [&](int64_t b, int64_t e) {
+          for (int64_t l = b; l < e; ++l) {
+            compute_t<R> acc{};
+            for (int64_t i = 0; i < len; ++i) {
+              acc += convert<compute_t<R>>(s[l * len + i]);
+              o[l * len + i] = convert<R>(acc);
+            }
+          }
+        }, 64);
+      });
+    }
+    if (x.dim() == 0) return out.reshape({});
+    return out.transpose(d, -1).contiguous();
+  }
+}
+template <class X>
+  requires is_expr_v<X>
+auto cumsum(const X& xe, int64_t dim) {
+  return cumsum(detail::materialize(xe), dim);
+}
+
+namespace detail {
+// The first k of every line along `dim` in value order (k = the line length: a full
+// stable sort), with their indices.
+template <class T, class Dv>
+ValuesIndices<T, Dv> ordered_lines(const Tensor<T, Dv>& x, int64_t dim, int64_t k, bool descending, const char* fn) {
+  int64_t d = wrap_dim(dim, x.dim(), fn);
+  int64_t n = x.dim() ? x.size(d) : 1;
+  REEL_CHECK(k >= 0 && k <= n, index_error, fn, ": k (", k, ") is out of range for dimension ", d, " of size ", n);
+  auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
+  Shape os = xt.sizes();
+  os.back() = k;
+  auto vals = empty<T, Dv>(os);
+  auto idx = empty<int64_t, Dv>(os);
+  if constexpr (std::is_same_v<Dv, CUDA>) {
+    // Thrust: every line sorted stably (ties keep index order), then the first k of each
+    auto fv = empty<T, Dv>(xt.sizes());
+    auto fi = empty<int64_t, Dv>(xt.sizes());
+    DeviceBackend<Dv>::sort_lines(xt.data_ptr(), fv.mutable_data_ptr(), fi.mutable_data_ptr(), n ? xt.numel() / n : 0,
+                                  n, descending);
+    vals = k == n ? fv : Tensor<T, Dv>(fv.slice(-1, 0, k).contiguous());
+    idx = k == n ? fi : Tensor<int64_t, Dv>(fi.slice(-1, 0, k).contiguous());
+  } else if constexpr (!std::is_same_v<Dv, Meta>) {
+    int64_t lines = n ? xt.numel() / n : 0;
+    kernel_step({vals.impl().storage.get(), idx.impl().storage.get()}, {xt.impl().storage.get()},
+                [xt, vals, idx, lines, n, k, descending] {
+                  const T* s = xt.data_ptr();
+                  T* vo = vals.mutable_data_ptr();
+                  int64_t* io = idx.mutable_data_ptr();
+                  parallel_range(lines, [&](int64_t b, int64_t e) {
+                    std::vector<int64_t> perm(n);
+                    for (int64_t l = b; l < e; ++l) {
+                      const T* line = s + l * n;
+                      order_line(perm, {line, &greater_at<T>, descending}, k);
+                      for (int64_t i = 0; i < k; ++i) {
+                        vo[l * k + i] = line[perm[i]];
+                        io[l * k + i] = perm[i];
+                      }
+                    }
+                  }, 16);
+                });
+  }
+  if (x.dim() == 0) return {vals.reshape({}), idx.reshape({})};
+  return {vals.transpose(d, -1).contiguous(), idx.transpose(d, -1).contiguous()};
+}
+}  // namespace detail
+
+// sort along dim: stable; NaN sorts as the largest value (last ascending, first descending).
+template <TensorLike X>
+  requires is_tensor_v<X>
+auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "sort");
+  auto x = detail::materialize(xe);
+  auto r = detail::ordered_lines(x.detach(), dim, x.dim() ? x.size(dim) : 1, descending, "sort");
+  if (x.impl().autograd && x.dim()) r.values = detail::gather_along(x, r.indices, dim);
+  return r;
+}
+template <class X>
+  requires is_expr_v<X>
+auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
+  return sort(detail::materialize(xe), dim, descending);
+}
+
+// The k largest (or smallest) along dim, always sorted (the `sorted` flag is accepted for
+// PyTorch compatibility); ties keep index order.
+template <TensorLike X>
+  requires is_tensor_v<X>
+auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) {
+  REEL_REQUIRE_ORDERED(detail::value_t<X>, "topk");
+  (void)sorted;
+  auto x = detail::materialize(xe);
+  auto r = detail::ordered_lines(x.detach(), dim, k, largest, "topk");
+  if (x.impl().autograd && x.dim()) r.values = detail::gather_along(x, r.indices, dim);
+  return r;
+}
+template <class X>
+  requires is_expr_v<X>
+auto topk(const X& xe, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) {
+  return topk(detail::materialize(xe), k, dim, largest, sorted);
+}
+
+// ------------------------------------------------------------------ histc
+// `bins` equal bins over [min, max]; when min == max the data's own range is used (widened
+// by 1 on each side if all values are equal). Values outside the range and NaNs are ignored;
+// a value equal to max falls in the last bin. Same dtype in and out, as in PyTorch.
+template <class T, class D>
+void histc(const Tensor<T, D>& x, int64_t bins, double min, double max, Tensor<T, D>& out) {
+  static_assert(is_floating_v<T>, "reel::histc: needs a floating point tensor (as torch.histc on the CPU)");
+  REEL_CHECK(bins > 0, value_error, "histc: bins must be > 0, got ", bins);
+  REEL_CHECK(std::isfinite(min) && std::isfinite(max), value_error, "histc: range of [", min, ", ", max, "] is not finite");
+  REEL_CHECK(min <= max, value_error, "histc: max must be larger than min, got min=", min, ", max=", max);
+  REEL_CHECK(out.dim() == 1 && out.size(0) == bins, value_error, "histc: out must have shape [", bins, "], got ", out.sizes());
+  detail::require_host_memory<D>("histc");
+  if constexpr (!std::is_same_v<D, Meta>) {
+    auto xc = x.contiguous();
+    const T* p = xc.data_ptr();
+    int64_t n = xc.numel();
+    if (min == max && n > 0) {
+      double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+      for (int64_t i = 0; i < n; ++i) {
+        double v = static_cast<double>(p[i]);
+        if (std::isnan(v)) continue;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      if (lo <= hi) {
+        min = lo;
+        max = hi;
+      }
+    }
+    if (min == max) {
+      min -= 1;
+      max += 1;
+    }
+    std::vector<int64_t> counts(bins, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = static_cast<double>(p[i]);
+      if (!(v >= min && v <= max)) continue;
+      int64_t b = static_cast<int64_t>((v - min) * static_cast<double>(bins) / (max - min));
+      if (b >= bins) b = bins - 1;
+      ++counts[b];
+    }
+    auto oc = out.contiguous();
+    for (int64_t b = 0; b < bins; ++b) oc.data_ptr()[b] = convert<T>(counts[b]);
+    if (!oc.is_same_storage(out)) out.copy_(oc);
+    out.bump_version();
+  }
+}
+template <class T, class U, class D>
+  requires(!std::is_same_v<T, U>)
+void histc(const Tensor<T, D>&, int64_t, double, double, Tensor<U, D>&) {
+  static_assert(std::is_same_v<T, U>, "reel::histc: `out` must have the same dtype as the input");
+}
+template <TensorLike X>
+auto histc(const X& xe, int64_t bins = 100, double min = 0, double max = 0) {
+  auto x = detail::materialize(xe);
+  using T = detail::value_t<X>;
+  auto out = empty<T, detail::device_t<X>>({bins});
+  histc(x, bins, min, max, out);
+  return out;
+}
+
+// ------------------------------------------------------------------ cat / stack
+namespace detail {
+template <class T, class D>
+Tensor<T, D> cat_impl(std::span<const Tensor<T, D>> ts, int64_t dim) {
+  REEL_CHECK(!ts.empty(), value_error, "cat: expected a non-empty list of tensors");
+  // PyTorch skips 1-d empty tensors (legacy behaviour that users rely on).
+  const Tensor<T, D>* ref = nullptr;
+  for (const auto& t : ts)
+    if (!(t.dim() == 1 && t.size(0) == 0)) {
+      ref = &t;
+      break;
+    }
+  if (!ref) return empty<T, D>({0});
+  REEL_CHECK(ref->dim() > 0, value_error, "cat: zero-dimensional tensor cannot be concatenated");
+  int64_t d = wrap_dim(dim, ref->dim(), "cat");
+  Shape os = ref->sizes();
+  int64_t total = 0;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    const auto& t = ts[k];
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    REEL_CHECK(t.dim() == ref->dim(), value_error, "cat: tensors must have the same number of dimensions: got ",
+               ref->dim(), " and ", t.dim(), " (tensor ", k, ")");
+    for (int64_t i = 0; i < t.dim(); ++i)
+      REEL_CHECK(i == d || t.size(i) == os[i], value_error, "cat: sizes of tensors must match except in dimension ", d,
+                 ": expected size ", os[i], " but got size ", t.size(i), " for tensor number ", k, " in the list");
+    total += t.size(d);
+  }
+  os[d] = total;
+  auto out = empty<T, D>(os);
+  int64_t at = 0;
+  for (const auto& t : ts) {
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    if (t.size(d)) out.narrow(d, at, t.size(d)).copy_(t);
+    at += t.size(d);
+  }
+  return out;
+}
+}  // namespace detail
+
+template <class T, class D> Tensor<T, D> cat(std::span<const Tensor<T, D>> ts, int64_t dim = 0) {
+  bool any = std::any_of(ts.begin(), ts.end(), [](const Tensor<T, D>& t) { return t.defined() && t.impl().autograd; });
+  if (!any) return detail::cat_impl(ts, dim);
+  std::vector<Tensor<T, D>> plain;
+  for (const auto& t : ts) plain.push_back(t.detach());
+  auto out = detail::cat_impl(std::span<const Tensor<T, D>>(plain), dim);
+  // where each input landed (1-d empty inputs are skipped, as in the forward)
+  std::vector<std::pair<int64_t, int64_t>> at;
+  int64_t d = out.dim() ? detail::wrap_dim(dim, out.dim(), "cat") : 0, pos = 0;
+  for (const auto& t : ts) {
+    bool skip = t.dim() == 1 && t.size(0) == 0;
+    int64_t len = skip ? 0 : t.size(d);
+    at.push_back({skip ? -1 : pos, len});
+    pos += len;
+  }
+  std::vector<Shape> shapes;
+  for (const auto& t : ts) shapes.push_back(t.sizes());
+  return detail::record_fn(
+      out, "CatBackward", ts, {},
+      [at, d](const Tensor<T, D>& g) {
+        std::vector<Tensor<T, D>> gs;
+        for (auto [p, len] : at) gs.push_back(p < 0 ? zeros<T, D>({0}) : g.narrow(d, p, len));
+        return gs;
+      },
+      [shapes, dim](const std::vector<Tensor<T, D>>& t) {
+        std::vector<Tensor<T, D>> parts;
+        for (size_t k = 0; k < t.size(); ++k) parts.push_back(t[k].defined() ? t[k] : zeros<T, D>(shapes[k]));
+        return cat(std::span<const Tensor<T, D>>(parts), dim);
+      });
+}
+template <class T, class D> Tensor<T, D> cat(const std::vector<Tensor<T, D>>& ts, int64_t dim = 0) {
+  return cat(std::span<const Tensor<T, D>>(ts), dim);
+}
+template <class T, class D> Tensor<T, D> cat(std::initializer_list<Tensor<T, D>> ts, int64_t dim = 0) {
+  return cat(std::span<const Tensor<T, D>>(ts.begin(), ts.size()), dim);
+}
+template <class T, class D> Tensor<T, D> stack(std::span<const Tensor<T, D>> ts, int64_t dim = 0) {
+  REEL_CHECK(!ts.empty(), value_error, "stack: expected a non-empty list of tensors");
+  int64_t d = detail::wrap_dim(dim, ts[0].dim() + 1, "stack");
+  std::vector<Tensor<T, D>> u;
+  u.reserve(ts.size());
+  for (size_t k = 0; k < ts.size(); ++k) {
+    REEL_CHECK(ts[k].sizes() == ts[0].sizes(), value_error, "stack: expects each tensor to be equal size, but got ",
+               ts[0].sizes(), " at entry 0 and ", ts[k].sizes(), " at entry ", k);
+    u.push_back(ts[k].unsqueeze(d));
+  }
+  return cat(std::span<const Tensor<T, D>>(u), d);
+}
+template <class T, class D> Tensor<T, D> stack(const std::vector<Tensor<T, D>>& ts, int64_t dim = 0) {
+  return stack(std::span<const Tensor<T, D>>(ts), dim);
+}
+template <class T, class D> Tensor<T, D> stack(std::initializer_list<Tensor<T, D>> ts, int64_t dim = 0) {
+  return stack(std::span<const Tensor<T, D>>(ts.begin(), ts.size()), dim);
+}
+
+}  // namespace reel

@@ -1,0 +1,51 @@
+#pragma once
+// What nearly every program instantiates for float and double on the CPU, listed once: in
+// compiled mode (reel::runtime, REEL_COMPILED_LIB) the headers declare these instantiations
+// `extern template` and the sources generated from src/instantiate.cpp.in define them, so a
+// user's translation unit does not instantiate and optimize them again (header-only mode:
+// nothing changes). An entry is the instantiated declaration with T for the element type; X
+// receives it as its arguments. The elementwise ops' autograd tables come from the op lists
+// (instantiate_ops.inc).
+#include "../core/config.hpp"
+
+#define REEL_INSTANTIATE_TYPED(X, T)                                                                      \
+  X(Tensor<T, CPU> matmul<T, CPU>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))                         \
+  X(Tensor<T, CPU> mm<T, CPU>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))                             \
+  X(Tensor<T, CPU> bmm<T, CPU>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))                            \
+  X(Tensor<T, CPU> cat<T, CPU>(std::span<const Tensor<T, CPU>>, int64_t))                                \
+  X(Tensor<T, CPU> stack<T, CPU>(std::span<const Tensor<T, CPU>>, int64_t))                              \
+  X(Tensor<T, CPU> sum<Tensor<T, CPU>>(const Tensor<T, CPU>&, Shape, bool))                              \
+  X(Tensor<T, CPU> mean<Tensor<T, CPU>>(const Tensor<T, CPU>&, Shape, bool))                             \
+  X(Tensor<T, CPU> prod<Tensor<T, CPU>>(const Tensor<T, CPU>&, Shape, bool))                             \
+  X(Tensor<T, CPU> cumsum<Tensor<T, CPU>>(const Tensor<T, CPU>&, int64_t))                               \
+  X(Tensor<int64_t, CPU> argmax<Tensor<T, CPU>>(const Tensor<T, CPU>&, std::optional<int64_t>, bool))    \
+  X(Tensor<int64_t, CPU> argmin<Tensor<T, CPU>>(const Tensor<T, CPU>&, std::optional<int64_t>, bool))    \
+  X(Tensor<T, CPU> detail::extreme<true, T, CPU>(const Tensor<T, CPU>&, const Shape&, bool))             \
+  X(Tensor<T, CPU> detail::extreme<false, T, CPU>(const Tensor<T, CPU>&, const Shape&, bool))            \
+  X(Tensor<T, CPU> detail::gather_along<T, CPU>(const Tensor<T, CPU>&, const Tensor<int64_t, CPU>&, int64_t)) \
+  X(Tensor<T, CPU> detail::scatter_add_along<T, CPU>(const Shape&, const Tensor<int64_t, CPU>&,          \
+                                                     const Tensor<T, CPU>&, int64_t))                    \
+  X(ValuesIndices<T, CPU> detail::ordered_lines<T, CPU>(const Tensor<T, CPU>&, int64_t, int64_t, bool,   \
+                                                        const char*))                                    \
+  X(std::vector<T> Tensor<T, CPU>::to_vector() const)                                                    \
+  X(Tensor<T, CPU> Tensor<T, CPU>::clone() const)                                                        \
+  X(Tensor<T, CPU>& Tensor<T, CPU>::requires_grad_(bool))                                                \
+  X(Tensor<T, CPU> Tensor<T, CPU>::grad() const)                                                         \
+  X(void Tensor<T, CPU>::backward(const Tensor<T, CPU>&, bool, bool) const)                              \
+  X(Tensor<T, CPU>& Tensor<T, CPU>::fill_(T))
+
+#define REEL_INSTANTIATE_ALL(X) REEL_INSTANTIATE_TYPED(X, float) REEL_INSTANTIATE_TYPED(X, double)
+
+#if defined(REEL_COMPILED_LIB) && !defined(REEL_INSTANTIATING)
+namespace reel::inline REEL_ABI {
+REEL_INSTANTIATE_ALL(REEL_EXTERN_TEMPLATE)
+#define REEL_OP_ENTRY REEL_EXTERN_TEMPLATE
+#define REEL_OP_T float
+#include "instantiate_ops.inc"
+#undef REEL_OP_T
+#define REEL_OP_T double
+#include "instantiate_ops.inc"
+#undef REEL_OP_T
+#undef REEL_OP_ENTRY
+}  // namespace reel::inline REEL_ABI
+#endif

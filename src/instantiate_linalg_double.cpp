@@ -1,9 +1,0 @@
-// The linalg ops of include/linalg.hpp (REEL_INSTANTIATE_LINALG) for double, compiled once for
-// reel::runtime (its users' headers declare them extern).
-#define REEL_INSTANTIATING
-#include <reel.hpp>
-#include <linalg.hpp>
-
-namespace reel::inline REEL_ABI {
-REEL_INSTANTIATE_LINALG(REEL_TEMPLATE_INSTANCE, double)
-}  // namespace reel::inline REEL_ABI
