@@ -14,6 +14,7 @@
 #include "autograd/functional.hpp"
 #include "autograd/compile.hpp"
 #include "autograd/gradcheck.hpp"
+#include "autograd/function.hpp"
 #include "foreach.hpp"
 #include "optim/optimizers.hpp"
 #include "runtime/instantiate.hpp"

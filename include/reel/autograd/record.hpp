@@ -445,6 +445,22 @@ Tensor<T, D> batched_rule(Fw& fw, const std::vector<Tensor<T, D>>& ts, const Ten
   return stack(parts, 0);
 }
 
+// Sets out's tangent at each of `levels` to fw(the tangents of `ins` at that level).
+template <class T, class D, class Fw>
+void forward_levels(Fw& fw, const std::vector<const TensorImpl*>& ins, Tensor<T, D>& out,
+                    const std::vector<uint64_t>& levels) {
+  for (uint64_t level : levels) {
+    std::vector<Tensor<T, D>> ts(ins.size());
+    for (size_t k = 0; k < ins.size(); ++k)
+      if (ins[k])
+        if (GradPtr t = tangent_of(*ins[k], level)) ts[k] = Tensor<T, D>(t);
+    LevelMask mask(level);
+    GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
+    Tensor<T, D> t = level_batch(level) ? batched_rule(fw, ts, out, level_batch(level)) : fw(ts);
+    if (t.defined()) set_tangent(out.impl(), level, t.impl_ptr());
+  }
+}
+
 template <class T, class D, class Bw, class Fw>
 Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
                        std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
@@ -462,16 +478,7 @@ Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tenso
       attach_fn(std::make_shared<FnNode<T, D, std::decay_t<Bw>>>(std::forward<Bw>(bw)), name, p, std::move(in),
                 std::move(sv), ir::grad_type_of<T, D>(), out.impl());
     }
-    for (uint64_t level : p.levels) {
-      std::vector<Tensor<T, D>> ts(inputs.size());
-      for (size_t k = 0; k < inputs.size(); ++k)
-        if (p.ins[k])
-          if (GradPtr t = tangent_of(*p.ins[k], level)) ts[k] = Tensor<T, D>(t);
-      LevelMask mask(level);
-      GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
-      Tensor<T, D> t = level_batch(level) ? batched_rule(fw, ts, out, level_batch(level)) : fw(ts);
-      if (t.defined()) set_tangent(out.impl(), level, t.impl_ptr());
-    }
+    forward_levels(fw, p.ins, out, p.levels);
   }
   return out;
 }
