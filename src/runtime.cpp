@@ -21,3 +21,4 @@
 #include <reel/autograd/ir-inl.hpp>
 #include <reel/autograd/ir_program-inl.hpp>
 #include <reel/autograd/record-inl.hpp>
+#include <reel/autograd/record_fn-inl.hpp>

@@ -7,7 +7,10 @@
 #include "../core/config.hpp"
 #include <climits>
 
+#include "cat.hpp"
+#include "histc.hpp"
 #include "reductions.hpp"
+#include "sorting.hpp"
 
 #ifdef REEL_WITH_BLAS
 // The CBLAS entry points, declared under reel's own names (asm labels bind them to the
