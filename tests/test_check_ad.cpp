@@ -163,6 +163,69 @@ TEST_CASE("check_ad: complex inputs (Wirtinger convention)") {
 #undef ADC2
 }
 
+// Every op of the op lists (reel/expr/ops.hpp), checked from the lists themselves: an op added
+// there gets these checks with no line of its own. Real inputs inside every op's domain, away
+// from integers, 1/2 and ties (floor, ceil and round have derivative 0 there); complex inputs
+// for the ops the lists mark as defined for complex tensors (a real result is checked through
+// cast<complex>). A bool result (predicates, comparisons) has no derivative: such ops are
+// checked by their in-place form where they have one.
+namespace list_checks {
+using C = std::complex<double>;
+Td x0() { return tensor<double>({{0.3, 0.7, 1.1}, {0.45, 0.85, 0.15}}); }
+Td y0() { return tensor<double>({{1.2, 0.55, 0.8}, {0.35, 0.75, 1.6}}); }
+Tc z0() { return tensor<C>({C(0.3, -0.8), C(1.1, 0.4), C(-0.6, 0.9)}); }
+Tc w0() { return tensor<C>({C(-0.2, 0.5), C(0.7, -1.2), C(0.25, 0.35)}); }
+// check_ad of f on the inputs when f's result has a derivative; returns whether it checked.
+template <class F, class X>
+bool check_listed(F f, const std::vector<X>& in) {
+  using R = detail::value_t<decltype(f(in))>;
+  if constexpr (std::is_same_v<R, bool>) {
+    return false;
+  } else {
+    check_ad([f](const std::vector<X>& v) -> X { return cast<detail::value_t<X>>(f(v)); }, in);
+    return true;
+  }
+}
+template <bool Cplx, class F>
+int check_listed_complex(F f, std::vector<Tc> in) {
+  if constexpr (Cplx) return check_listed(f, in) ? 1 : 0;
+  return 0;
+}
+}  // namespace list_checks
+
+TEST_CASE("check_ad: every op of REEL_UNARY_OPS and REEL_BINARY_OPS, real and complex; in-place forms") {
+  using namespace list_checks;
+  int real_checked = 0, complex_checked = 0;
+#define REEL_LIST_INPLACE_0(NAME)
+#define REEL_LIST_INPLACE_1(NAME)                             \
+  {                                                           \
+    Td y = x0();                                              \
+    NAME##_(y);                                               \
+    CHECK(y.to_vector() == Td(NAME(x0())).to_vector());       \
+  }
+#define REEL_LIST_UNARY(NAME, OP, INPLACE, CPLX)                                                              \
+  {                                                                                                           \
+    CAPTURE(#NAME);                                                                                           \
+    real_checked += check_listed([](const auto& v) { return NAME(v[0]); }, V{x0()});                         \
+    complex_checked += check_listed_complex<CPLX>([](const auto& v) { return NAME(v[0]); }, Vc{z0()});       \
+    REEL_LIST_INPLACE_##INPLACE(NAME)                                                                         \
+  }
+#define REEL_LIST_BINARY(NAME, OP, CPLX)                                                                      \
+  {                                                                                                           \
+    CAPTURE(#NAME);                                                                                           \
+    real_checked += check_listed([](const auto& v) { return NAME(v[0], v[1]); }, V{x0(), y0()});             \
+    complex_checked += check_listed_complex<CPLX>([](const auto& v) { return NAME(v[0], v[1]); }, Vc{z0(), w0()}); \
+  }
+  REEL_UNARY_OPS(REEL_LIST_UNARY)
+  REEL_BINARY_OPS(REEL_LIST_BINARY)
+#undef REEL_LIST_UNARY
+#undef REEL_LIST_BINARY
+#undef REEL_LIST_INPLACE_0
+#undef REEL_LIST_INPLACE_1
+  CHECK(real_checked == 33);     // the lists' ops with a real result (all but the bool-valued ones)
+  CHECK(complex_checked == 22);  // the same for the complex ops
+}
+
 TEST_CASE("check_ad reports a wrong derivative") {
   // a hook that doubles the gradient makes the reverse mode wrong: the check must say so
   auto wrong = [](const V& v) -> Td {

@@ -314,6 +314,17 @@ TEST_CASE("complex elementwise") {
   CHECK(Tensor<C>(sgn(z)).to_vector()[1] == C(-0.6, 0.8));
 }
 
+TEST_CASE("erf against tabulated values (Abramowitz and Stegun 7.1), and erf_ in place") {
+  auto x = tensor<double>({0.0, 0.5, 1.0, -2.0, 3.5});
+  const std::vector<double> want{0.0, 0.5204998778130465, 0.8427007929497149, -0.9953222650189527, 0.9999992569016276};
+  Tensor<double> r = erf(x);
+  for (size_t i = 0; i < want.size(); ++i) CHECK(r.to_vector()[i] == doctest::Approx(want[i]).epsilon(1e-15));
+  auto xf = tensor<float>({0.5f, -1.0f});
+  erf_(xf);
+  CHECK(xf.to_vector()[0] == doctest::Approx(0.5204998778130465).epsilon(1e-7));
+  CHECK(xf.to_vector()[1] == doctest::Approx(-0.8427007929497149).epsilon(1e-7));
+}
+
 TEST_CASE("in-place unary forms write into storage") {
   auto x = tensor<float>({1, 4, 9});
   auto alias = x;

@@ -82,7 +82,8 @@ using foreach::TensorList;
 template <class T> using scalar_arg_t = std::conditional_t<is_complex_v<T>, T, double>;
 
 // ---- the few functions a body needs, for Eigen arrays (fast path) and reel expressions
-template <class X> concept EigenArray = std::is_base_of_v<Eigen::ArrayBase<X>, X>;
+template <class D> void eigen_array_probe(const Eigen::ArrayBase<D>&);  // (declared only)
+template <class X> concept EigenArray = requires(const X& x) { eigen_array_probe(x); };  // (blocks too)
 template <EigenArray X> auto sqrt(const X& x) { return x.sqrt(); }
 template <EigenArray X> auto exp(const X& x) { return x.exp(); }
 template <EigenArray X> auto abs(const X& x) { return x.abs(); }

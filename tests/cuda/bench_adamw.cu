@@ -49,15 +49,7 @@ void bench_adamw() {
   // optimizer's own state (created by the steps above).
   using Op = detail::cuda::mt::AdamOp<float, false>;
   Op op{};
-  op.w1 = 0.1f;
-  op.b2 = 0.999f;
-  op.w2 = static_cast<float>(1 - 0.999);
-  op.wd = 0.01f;
-  op.decay = static_cast<float>(1 - 1e-3 * 0.01);
-  op.eps = 1e-8f;
-  op.maximize = false;
-  op.l2 = false;
-  op.decoupled = true;
+  op.k = optim::detail::adam_coeffs<float>(opts, true);
   const double step_size = -1e-3 / (1 - 0.9), bc2_sqrt = std::sqrt(1 - 0.999);
   auto& g = opt.param_groups()[0];
   const double per_tensor = median_ms([&] {

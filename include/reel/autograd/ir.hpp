@@ -204,8 +204,12 @@ template <class Op, class C, size_t... K> struct apply_result<Op, C, std::index_
 // The type op.apply<C>(C...) returns: what the node for the op holds.
 template <class Op, class C, size_t N> using apply_t = typename apply_result<Op, C, std::make_index_sequence<N>>::type;
 
-template <class Op> constexpr bool differentiable_op() {
-  if constexpr (requires { Op::differentiable; })
+// Ops whose derivative is 0 almost everywhere say `differentiable = false`; one that is
+// differentiable for complex numbers only (sgn) adds `complex_differentiable = true`.
+template <class Op, class C> constexpr bool differentiable_op() {
+  if constexpr (is_complex_v<C> && requires { Op::complex_differentiable; })
+    return Op::complex_differentiable;
+  else if constexpr (requires { Op::differentiable; })
     return Op::differentiable;
   else
     return true;
@@ -436,7 +440,7 @@ template <class Op, class C, size_t N, class Dev>
 const OpInfo* op_info() {
   using V = apply_t<Op, C, N>;
   constexpr auto dev = device_fn_of<Op, C, N, Dev>();
-  if constexpr (differentiable_op<Op>() && device_grad_dtype_v<C, Dev> && device_grad_dtype_v<V, Dev>) {
+  if constexpr (differentiable_op<Op, C>() && device_grad_dtype_v<C, Dev> && device_grad_dtype_v<V, Dev>) {
     static const OpInfo info{op_name<Op>(),      &kernel<Op, C, N>,     &vjp<Op, C, N, Dev>,
                              &jvp<Op, C, N, Dev>, &apply_elem<Op, C, N>, dev};
     return &info;

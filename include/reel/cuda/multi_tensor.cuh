@@ -374,36 +374,31 @@ struct SgdOp {
   }
 };
 
-// Adam / AdamW: the operations of optim.hpp's adam_fused (PyTorch's _multi_tensor_adam
-// sequence), in the same order. Lists: param, grad, exp_avg, exp_avg_sq[, max_exp_avg_sq];
-// slot scalars: step_size (-lr / bias_correction1) and sqrt(bias_correction2), per parameter
-// because step counts may differ (a parameter that had no gradient on some steps).
+// adam_rule's operations on one element (rn: each operation rounded on its own).
+struct RnAdamOps {
+  template <class C> __device__ __forceinline__ static void lerp_(rn<C>& m, rn<C> e, C w) { m = lerp(m, e, rn<C>(w)); }
+  template <class C> __device__ __forceinline__ static rn<C> maximum(rn<C> a, rn<C> b) { return mt::maximum(a, b); }
+  template <class C> __device__ __forceinline__ static rn<C> sqrt(rn<C> a) { return mt::sqrt(a); }
+};
+
+// Adam / AdamW: optim/adam_rule.hpp's update (PyTorch's _multi_tensor_adam sequence).
+// Lists: param, grad, exp_avg, exp_avg_sq[, max_exp_avg_sq]; slot scalars: step_size
+// (-lr / bias_correction1) and sqrt(bias_correction2), per parameter because step counts may
+// differ (a parameter that had no gradient on some steps).
 template <class C, bool Amsgrad>
 struct AdamOp {
   static constexpr int depth = Amsgrad ? 5 : 4;
   static constexpr unsigned read_mask = (1u << depth) - 1u, write_mask = read_mask & ~0b10u;
-  C w1, b2, w2, wd, decay, eps;  // 1 - beta1, beta2, 1 - beta2, weight_decay, 1 - lr weight_decay
-  bool maximize, l2, decoupled;
+  optim::detail::AdamCoeffs<C> k;
   __device__ __forceinline__ void operator()(C* r, const double* sc) const {
     using X = rn<C>;
-    X p = r[0], g = r[1], m = r[2], v = r[3];
-    if (maximize) g = -g;
-    if (l2) g = g + p * X(wd);
-    if (decoupled) p = p * X(decay);
-    m = lerp(m, g, X(w1));
-    v = v * X(b2);
-    v = v + X(w2) * g * g;
-    X den = v;
-    if constexpr (Amsgrad) {
-      X mx = maximum(X(r[4]), v);
-      r[4] = mx.v;
-      den = mx;
-    }
-    den = sqrt(den) / X(static_cast<C>(sc[1])) + X(eps);
-    p = p + X(static_cast<C>(sc[0])) * m / den;
+    X p = r[0], g = r[1], m = r[2], v = r[3], mx = Amsgrad ? r[depth - 1] : C(0), den = C(0);
+    optim::detail::adam_rule<RnAdamOps>(k, static_cast<C>(sc[0]), static_cast<C>(sc[1]), p, g, m, v,
+                                        Amsgrad ? &mx : nullptr, den);
     r[0] = p.v;
     r[2] = m.v;
     r[3] = v.v;
+    if constexpr (Amsgrad) r[depth - 1] = mx.v;
   }
 };
 
@@ -543,17 +538,8 @@ struct DeviceOptim<CUDA> {
           return false;
       }
       using C = compute_t<T>;
-      auto [beta1, beta2] = o.betas();
-      auto fill = [&](auto op) {  // (the constants exactly as adam_fused rounds them)
-        op.w1 = static_cast<C>(1 - beta1);
-        op.b2 = static_cast<C>(beta2);
-        op.w2 = static_cast<C>(1 - beta2);
-        op.wd = static_cast<C>(o.weight_decay());
-        op.decay = static_cast<C>(1 - o.lr() * o.weight_decay());
-        op.eps = static_cast<C>(o.eps());
-        op.maximize = o.maximize();
-        op.l2 = !decoupled && o.weight_decay() != 0;
-        op.decoupled = decoupled && o.weight_decay() != 0;
+      auto fill = [&](auto op) {
+        op.k = optim::detail::adam_coeffs<C>(o, decoupled);
         return op;
       };
       auto run = [&](auto op, auto work) {

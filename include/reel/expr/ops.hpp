@@ -233,6 +233,14 @@ REEL_FLOAT_UNARY(tanh, TanhOp, std::tanh(x), a.tanh(), 1 - square(out))
 REEL_FLOAT_UNARY(sigmoid, SigmoidOp, C(1) / (C(1) + std::exp(-x)), a.logistic(), out * (1 - out))
 REEL_FLOAT_UNARY(reciprocal, ReciprocalOp, C(1) / x, a.inverse(), -square(out))
 #undef REEL_FLOAT_UNARY
+// erf: a scalar form only (Eigen's vector erf lives in its unsupported modules).
+struct ErfOp : FloatRule {
+  template <class C> REEL_HD C apply(C x) const {
+    static_assert(!is_complex_v<C>, "reel::erf: not defined for complex tensors");
+    return std::erf(x);
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const { return 1.1283791670955126 * exp(-square(x)); }
+};
 
 // ================================================================== same-type unary
 struct SquareOp : SameTypeRule {
@@ -277,9 +285,21 @@ struct AbsOp : ToRealRule {
     return real(conj(unit(x)) * t);
   }
 };
-// sign for real numbers; sgn(z) = z / |z| (0 at 0) extends it to complex numbers.
+// sign for real numbers; sgn(z) = z / |z| (0 at 0) extends it to complex numbers. Real: the
+// derivative is 0 almost everywhere. Complex (PyTorch's sgn_backward): with s = sgn(z),
+// ds/dz = 1 / (2|z|) and ds/dconj(z) = -s^2 / (2|z|), so the gradient of a real loss is
+// (g - conj(g) s^2) / (2|z|) and the tangent (t - conj(t) s^2) / (2|z|); 0 at z = 0.
 struct SignOp : SameTypeRule {
-  static constexpr bool differentiable = false;
+  static constexpr bool differentiable = false, complex_differentiable = true, holomorphic = false;
+  template <class V, class O, class X> static auto complex_rule(const V& v, const O& out, const X& x) {
+    return where(eq(abs(x), 0), 0, (v - conj(v) * square(out)) / (2 * abs(x)));
+  }
+  template <size_t K, class G, class O, class X> auto complex_vjp(const G& g, const O& out, const X& x) const {
+    return complex_rule(g, out, x);
+  }
+  template <size_t K, class Tn, class O, class X> auto complex_jvp(const Tn& t, const O& out, const X& x) const {
+    return complex_rule(t, out, x);
+  }
   template <class C> REEL_HD C apply(C x) const {
     if constexpr (is_complex_v<C>) {
       auto m = std::abs(x);
@@ -619,66 +639,69 @@ struct IsFiniteOp : PredicateRule {
 };
 
 // ================================================================== the public functions
-// The elementwise ops, each named once: X(function, op struct[, has an in-place form x.fn_()]).
-// These lists make the public functions and in-place forms below, and the instantiations of the
-// ops' autograd tables that reel::runtime compiles once (reel/runtime/instantiate.hpp).
+// The elementwise ops, each named once: X(function, op struct[, has an in-place form x.fn_()],
+// defined for complex tensors). These lists make the public functions and in-place forms
+// below, the instantiations of the ops' autograd tables that reel::runtime compiles once for
+// float, double and (the ops defined for them) complex<float> / complex<double>
+// (reel/runtime/instantiate_ops.inc), and the checks every op gets in tests/test_check_ad.cpp.
 #define REEL_UNARY_OPS(X) \
-  X(neg, NegOp, 1) \
-  X(exp, ExpOp, 1) \
-  X(log, LogOp, 1) \
-  X(log1p, Log1pOp, 1) \
-  X(expm1, Expm1Op, 1) \
-  X(sqrt, SqrtOp, 1) \
-  X(rsqrt, RsqrtOp, 1) \
-  X(sin, SinOp, 1) \
-  X(cos, CosOp, 1) \
-  X(tan, TanOp, 1) \
-  X(tanh, TanhOp, 1) \
-  X(sigmoid, SigmoidOp, 1) \
-  X(reciprocal, ReciprocalOp, 1) \
-  X(square, SquareOp, 1) \
-  X(relu, ReluOp, 1) \
-  X(abs, AbsOp, 1) \
-  X(sgn, SignOp, 0) \
-  X(floor, FloorOp, 1) \
-  X(ceil, CeilOp, 1) \
-  X(round, RoundOp, 1) \
-  X(real, RealOp, 0) \
-  X(conj, ConjOp, 0) \
-  X(angle, AngleOp, 0) \
-  X(isnan, IsNanOp, 0) \
-  X(isinf, IsInfOp, 0) \
-  X(isfinite, IsFiniteOp, 0) \
-  X(logical_not, LogicalNotOp, 0)
-#define REEL_COMPLEX_ONLY_OPS(X) X(imag, ImagOp, 0)  // (a compile error for real tensors)
+  X(neg, NegOp, 1, 1) \
+  X(exp, ExpOp, 1, 1) \
+  X(log, LogOp, 1, 1) \
+  X(log1p, Log1pOp, 1, 0) \
+  X(expm1, Expm1Op, 1, 0) \
+  X(sqrt, SqrtOp, 1, 1) \
+  X(rsqrt, RsqrtOp, 1, 1) \
+  X(sin, SinOp, 1, 1) \
+  X(cos, CosOp, 1, 1) \
+  X(tan, TanOp, 1, 1) \
+  X(tanh, TanhOp, 1, 1) \
+  X(sigmoid, SigmoidOp, 1, 1) \
+  X(erf, ErfOp, 1, 0) \
+  X(reciprocal, ReciprocalOp, 1, 1) \
+  X(square, SquareOp, 1, 1) \
+  X(relu, ReluOp, 1, 0) \
+  X(abs, AbsOp, 1, 1) \
+  X(sgn, SignOp, 0, 1) \
+  X(floor, FloorOp, 1, 0) \
+  X(ceil, CeilOp, 1, 0) \
+  X(round, RoundOp, 1, 0) \
+  X(real, RealOp, 0, 1) \
+  X(conj, ConjOp, 0, 1) \
+  X(angle, AngleOp, 0, 1) \
+  X(isnan, IsNanOp, 0, 1) \
+  X(isinf, IsInfOp, 0, 1) \
+  X(isfinite, IsFiniteOp, 0, 1) \
+  X(logical_not, LogicalNotOp, 0, 1)
+#define REEL_COMPLEX_ONLY_OPS(X) X(imag, ImagOp, 0, 1)  // (a compile error for real tensors)
 #define REEL_BINARY_OPS(X) \
-  X(add, AddOp) \
-  X(sub, SubOp) \
-  X(mul, MulOp) \
-  X(div, DivOp) \
-  X(pow, PowOp) \
-  X(maximum, MaximumOp) \
-  X(minimum, MinimumOp) \
-  X(fmax, FmaxOp) \
-  X(fmin, FminOp) \
-  X(eq, EqOp) \
-  X(ne, NeOp) \
-  X(lt, LtOp) \
-  X(le, LeOp) \
-  X(gt, GtOp) \
-  X(ge, GeOp) \
-  X(logical_and, LogicalAndOp) \
-  X(logical_or, LogicalOrOp)
+  X(add, AddOp, 1) \
+  X(sub, SubOp, 1) \
+  X(mul, MulOp, 1) \
+  X(div, DivOp, 1) \
+  X(pow, PowOp, 1) \
+  X(maximum, MaximumOp, 0) \
+  X(minimum, MinimumOp, 0) \
+  X(fmax, FmaxOp, 0) \
+  X(fmin, FminOp, 0) \
+  X(eq, EqOp, 1) \
+  X(ne, NeOp, 1) \
+  X(lt, LtOp, 0) \
+  X(le, LeOp, 0) \
+  X(gt, GtOp, 0) \
+  X(ge, GeOp, 0) \
+  X(logical_and, LogicalAndOp, 1) \
+  X(logical_or, LogicalOrOp, 1)
 
 template <class A, class B> concept BinaryOperands =
     (TensorLike<A> || TensorLike<B>) && (TensorLike<A> || is_cpp_scalar_v<A>) && (TensorLike<B> || is_cpp_scalar_v<B>);
 
 #define REEL_DEFINE_UNARY(NAME, OP) \
   template <TensorLike X> auto NAME(const X& x) { return make_expr(OP{}, x); }
-#define REEL_DEFINE_BINARY(NAME, OP) \
+#define REEL_DEFINE_BINARY(NAME, OP, ...) \
   template <class A, class B> requires BinaryOperands<A, B> auto NAME(const A& a, const B& b) { return make_expr(OP{}, a, b); }
 
-#define REEL_DEFINE_UNARY_X(NAME, OP, INPLACE) REEL_DEFINE_UNARY(NAME, OP)
+#define REEL_DEFINE_UNARY_X(NAME, OP, INPLACE, CPLX) REEL_DEFINE_UNARY(NAME, OP)
 REEL_UNARY_OPS(REEL_DEFINE_UNARY_X)
 REEL_COMPLEX_ONLY_OPS(REEL_DEFINE_UNARY_X)
 REEL_BINARY_OPS(REEL_DEFINE_BINARY)
@@ -745,7 +768,7 @@ template <class A, class B> requires BinaryOperands<A, B> auto operator>=(const 
 template <TensorLike X> auto operator-(const X& x) { return neg(x); }
 
 // In-place forms: x.op_() for every unary op writes into x's storage.
-#define REEL_INPLACE(NAME, OP, INPLACE) REEL_INPLACE_##INPLACE(NAME)
+#define REEL_INPLACE(NAME, OP, INPLACE, CPLX) REEL_INPLACE_##INPLACE(NAME)
 #define REEL_INPLACE_0(NAME)
 #define REEL_INPLACE_1(NAME) \
   template <class T, class D> Tensor<T, D> NAME##_(Tensor<T, D> x) { return x.copy_(NAME(x)); }

@@ -5,16 +5,6 @@
 
 namespace reel::inline REEL_ABI {
 
-// erf (for gelu): scalar form only; Eigen's vector erf lives in an unsupported module.
-struct ErfOp : FloatRule {
-  template <class C> C apply(C x) const {
-    static_assert(!is_complex_v<C>, "reel::erf: not defined for complex tensors");
-    return std::erf(x);
-  }
-  template <class O, class X> auto d0(const O&, const X& x) const { return 1.1283791670955126 * exp(-square(x)); }
-};
-REEL_DEFINE_UNARY(erf, ErfOp)
-
 namespace nn::functional {
 
 template <TensorLike X> auto relu(const X& x) { return reel::relu(x); }

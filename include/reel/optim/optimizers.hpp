@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "../foreach.hpp"
+#include "adam_rule.hpp"
 
 // The fused CUDA optimizer steps (specialized in reel/cuda/multi_tensor.cuh, <cuda.hpp>).
 namespace reel::inline REEL_ABI::detail {
@@ -446,6 +447,15 @@ void bump_adam_versions(const AdamOptions& o, const std::vector<Tensor<T, D>>& p
   }
 }
 
+// adam_rule's operations on blocks of Eigen arrays (foreach.hpp's Eigen forms).
+struct EigenAdamOps {
+  template <class M, class E, class W> static void lerp_(M& m, const E& e, W w) {
+    reel::detail::fe::lerp([&](const auto& r) { m = r; }, m, e, w);
+  }
+  template <class A, class B> static auto maximum(const A& a, const B& b) { return reel::detail::fe::maximum(a, b); }
+  template <class A> static auto sqrt(const A& a) { return a.sqrt(); }
+};
+
 // The same update as adam_update's foreach sequence (same operations in the same order on
 // each element), fused into one pass per parameter over cache-sized blocks: the moments and
 // parameters are read and written once instead of once per foreach op. For contiguous
@@ -467,11 +477,7 @@ bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T
     }
     using C = compute_t<T>;
     using Block = Eigen::Array<C, Eigen::Dynamic, 1, 0, 1024, 1>;  // at most 1024: no heap
-    auto [beta1, beta2] = o.betas();
-    const C w1 = static_cast<C>(1 - beta1), b2 = static_cast<C>(beta2), w2 = static_cast<C>(1 - beta2),
-            wd = static_cast<C>(o.weight_decay()), decay = static_cast<C>(1 - o.lr() * o.weight_decay()),
-            eps = static_cast<C>(o.eps());
-    const bool l2 = !decoupled && o.weight_decay() != 0, dec = decoupled && o.weight_decay() != 0;
+    const AdamCoeffs<C> coeffs = adam_coeffs<C>(o, decoupled);
     auto one = [&](size_t i) {
       const int64_t n = params[i].numel();
       T* p = params[i].mutable_data_ptr();
@@ -481,36 +487,22 @@ bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T
       T* mx = o.amsgrad() ? states[i]->max_exp_avg_sq.mutable_data_ptr() : nullptr;
       const C ss = static_cast<C>(step_size[i]), bc = static_cast<C>(bc2_sqrt[i]);
       constexpr int64_t kBlock = 1024;
-      Block gb(kBlock), pb(kBlock), mb(kBlock), vb(kBlock), db(kBlock);  // (on the stack)
+      Block gb(kBlock), pb(kBlock), mb(kBlock), vb(kBlock), xb(kBlock), db(kBlock);  // (on the stack)
       for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
         const int64_t k = std::min(kBlock, n - b0);
-        auto G = gb.head(k), P = pb.head(k), M = mb.head(k), V = vb.head(k), Dn = db.head(k);
+        auto G = gb.head(k), P = pb.head(k), M = mb.head(k), V = vb.head(k), Xm = xb.head(k), Dn = db.head(k);
         using MapT = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-        MapT pm(p + b0, k), mm(m + b0, k), vm(v + b0, k);
+        MapT pm(p + b0, k), mm(m + b0, k), vm(v + b0, k), xm(mx ? mx + b0 : nullptr, mx ? k : 0);
         G = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(g + b0, k).template cast<C>();
         P = pm.template cast<C>();
         M = mm.template cast<C>();
         V = vm.template cast<C>();
-        if (o.maximize()) G = -G;
-        if (l2) G = G + P * wd;  // grads + weight_decay * params (foreach add with alpha)
-        if (dec) P = P * decay;
-        fe::lerp([&](const auto& e) { M = e; }, M, G, w1);  // lerp_
-        V = V * b2;
-        V = V + w2 * G * G;  // addcmul_
-        if (mx) {
-          Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> xm(mx + b0, k);
-          Block X = xm.template cast<C>();
-          X = fe::maximum(X, V);  // maximum_
-          xm = X.template cast<T>();
-          Dn = X.sqrt();
-        } else {
-          Dn = V.sqrt();
-        }
-        Dn = Dn / bc + eps;
-        P = P + ss * M / Dn;  // addcdiv_
+        if (mx) Xm = xm.template cast<C>();
+        adam_rule<EigenAdamOps>(coeffs, ss, bc, P, G, M, V, mx ? &Xm : nullptr, Dn);
         pm = P.template cast<T>();
         mm = M.template cast<T>();
         vm = V.template cast<T>();
+        if (mx) xm = Xm.template cast<T>();
       }
     };
     int64_t total = 0;

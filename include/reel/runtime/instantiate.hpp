@@ -4,8 +4,8 @@
 // `extern template` and the sources generated from src/instantiate.cpp.in define them, so a
 // user's translation unit does not instantiate and optimize them again (header-only mode:
 // nothing changes). An entry is the instantiated declaration with T for the element type; X
-// receives it as its arguments. The elementwise ops' autograd tables come from the op lists
-// (instantiate_ops.inc).
+// receives it as its arguments. The elementwise ops' autograd tables, for complex<float> and
+// complex<double> too, come from the op lists (instantiate_ops.inc).
 #include "../core/config.hpp"
 
 #define REEL_INSTANTIATE_TYPED(X, T)                                                                      \
@@ -32,7 +32,15 @@
   X(Tensor<T, CPU>& Tensor<T, CPU>::requires_grad_(bool))                                                \
   X(Tensor<T, CPU> Tensor<T, CPU>::grad() const)                                                         \
   X(void Tensor<T, CPU>::backward(const Tensor<T, CPU>&, bool, bool) const)                              \
-  X(Tensor<T, CPU>& Tensor<T, CPU>::fill_(T))
+  X(Tensor<T, CPU>& Tensor<T, CPU>::fill_(T))                                                            \
+  X(class optim::detail::Optimizer<T, CPU, optim::SGDOptions, optim::detail::SGDState<T, CPU>>)         \
+  X(class optim::detail::Optimizer<T, CPU, optim::AdamOptions, optim::detail::AdamState<T, CPU>>)       \
+  X(class optim::detail::Optimizer<T, CPU, optim::AdamWOptions, optim::detail::AdamState<T, CPU>>)      \
+  X(class optim::detail::AdamImpl<T, CPU, optim::AdamOptions, false>)                                   \
+  X(class optim::detail::AdamImpl<T, CPU, optim::AdamWOptions, true>)                                   \
+  X(class optim::SGD<T, CPU>)                                                                           \
+  X(class optim::Adam<T, CPU>)                                                                          \
+  X(class optim::AdamW<T, CPU>)
 
 #define REEL_INSTANTIATE_ALL(X) REEL_INSTANTIATE_TYPED(X, float) REEL_INSTANTIATE_TYPED(X, double)
 
@@ -40,12 +48,22 @@
 namespace reel::inline REEL_ABI {
 REEL_INSTANTIATE_ALL(REEL_EXTERN_TEMPLATE)
 #define REEL_OP_ENTRY REEL_EXTERN_TEMPLATE
+#define REEL_OP_COMPLEX 0
 #define REEL_OP_T float
 #include "instantiate_ops.inc"
 #undef REEL_OP_T
 #define REEL_OP_T double
 #include "instantiate_ops.inc"
 #undef REEL_OP_T
+#undef REEL_OP_COMPLEX
+#define REEL_OP_COMPLEX 1
+#define REEL_OP_T std::complex<float>
+#include "instantiate_ops.inc"
+#undef REEL_OP_T
+#define REEL_OP_T std::complex<double>
+#include "instantiate_ops.inc"
+#undef REEL_OP_T
+#undef REEL_OP_COMPLEX
 #undef REEL_OP_ENTRY
 }  // namespace reel::inline REEL_ABI
 #endif
