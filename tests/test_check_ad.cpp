@@ -163,7 +163,7 @@ TEST_CASE("check_ad: complex inputs (Wirtinger convention)") {
 #undef ADC2
 }
 
-// Every op of the op lists (reel/expr/ops.hpp), checked from the lists themselves: an op added
+// Every op of the op lists (reel/expr/functions.hpp), checked from the lists themselves: an op added
 // there gets these checks with no line of its own. Real inputs inside every op's domain, away
 // from integers, 1/2 and ties (floor, ceil and round have derivative 0 there); complex inputs
 // for the ops the lists mark as defined for complex tensors (a real result is checked through

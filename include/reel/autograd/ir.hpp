@@ -18,7 +18,7 @@
 #include <span>
 #include <unordered_map>
 
-#include "../expr/ops.hpp"
+#include "../expr/functions.hpp"
 #include "graph.hpp"
 
 namespace reel::inline REEL_ABI {

@@ -2,7 +2,7 @@
 // Writing expressions into existing storage, and the Tensor members that need the engine
 // and the op definitions.
 #include "../core/config.hpp"
-#include "ops.hpp"
+#include "functions.hpp"
 
 namespace reel::inline REEL_ABI {
 namespace detail {
