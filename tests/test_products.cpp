@@ -88,6 +88,19 @@ TEST_CASE("large products go through the blocked kernel, split between threads")
   for (size_t i = 0; i < iw.size(); ++i) CHECK(ig[i] == static_cast<int32_t>(iw[i]));
 }
 
+#ifdef REEL_WITH_BLAS
+TEST_CASE("the BLAS steps aside when OpenBLAS runs fallback kernels on an AVX2 CPU") {
+  using detail::blas::fallback_core;
+  CHECK(fallback_core("Prescott", true));  // OpenBLAS 0.3.21 on a CPU newer than itself
+  CHECK(fallback_core("Nehalem", true));
+  CHECK_FALSE(fallback_core("Prescott", false));  // an old CPU: these are its kernels
+  CHECK_FALSE(fallback_core("SkylakeX", true));
+  CHECK_FALSE(fallback_core("Haswell", true));
+  CHECK_FALSE(fallback_core("Zen", true));
+  CHECK_FALSE(fallback_core(nullptr, true));  // not OpenBLAS (BLIS)
+}
+#endif
+
 TEST_CASE_TEMPLATE("float and double GEMM, every transposition and accumulation (BLAS when built with one)", T, float,
                    double) {
   const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;

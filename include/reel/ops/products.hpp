@@ -6,6 +6,7 @@
 // on the CPU.
 #include "../core/config.hpp"
 #include <climits>
+#include <cstring>
 
 #include "cat.hpp"
 #include "histc.hpp"
@@ -21,7 +22,21 @@ void sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const fl
 void dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
            int ldb, double beta, double* c, int ldc) __asm__("cblas_dgemm");
 inline constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;  // CBLAS_ORDER / CBLAS_TRANSPOSE
+
+// Whether an OpenBLAS core name is one of the pre-AVX x86 kernel sets OpenBLAS falls back to
+// on a CPU newer than itself, on a CPU that has AVX2 (Debian's OpenBLAS 0.3.21 runs its
+// Prescott kernels on a 2023 Xeon: float GEMM 1024^3 40-57 ms where Eigen's AVX-512 kernel
+// takes 9-11 ms, and OPENBLAS_CORETYPE=SkylakeX 10 ms).
+inline bool fallback_core(const char* name, bool cpu_has_avx2) {
+  if (!name || !cpu_has_avx2) return false;
+  for (const char* old : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Coppermine",
+                          "Northwood", "Banias", "Opteron", "Athlon", "Barcelona"})
+    if (std::strcmp(name, old) == 0) return true;
+  return false;
+}
 }  // namespace reel::detail::blas
+// OpenBLAS's own query (weak: absent from other BLAS libraries).
+extern "C" char* openblas_get_corename(void) __attribute__((weak));
 #endif
 
 namespace reel::inline REEL_ABI {
@@ -54,11 +69,23 @@ bool blas_layout(const Tensor<T, D>& t, bool& trans, int64_t& ld) {
 // C = op(A) op(B), or C += op(A) op(B), by the BLAS's sgemm / dgemm. False (nothing done)
 // where it does not apply: another type, sizes past int, or inside one of reel's parallel
 // regions (a batch of small products: the BLAS threads its own GEMM, threads never nest).
+// Not when OpenBLAS runs fallback kernels (blas::fallback_core) and Eigen's kernel in this
+// build has AVX2 or better: Eigen is then 3-5x faster. (Setting OPENBLAS_CORETYPE to the
+// CPU's family, SkylakeX or Haswell, before the program starts makes OpenBLAS fast again.)
+inline bool blas_preferred() {
+#if defined(EIGEN_VECTORIZE_AVX2) && (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+  static const bool ok =
+      !blas::fallback_core(openblas_get_corename ? openblas_get_corename() : nullptr, __builtin_cpu_supports("avx2"));
+  return ok;
+#else
+  return true;
+#endif
+}
 template <class T>
 bool blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb,
                T* C, int64_t ldc, bool accumulate) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    if (std::max({m, n, k, lda, ldb, ldc}) > INT_MAX) return false;
+    if (std::max({m, n, k, lda, ldb, ldc}) > INT_MAX || !blas_preferred()) return false;
 #ifdef _OPENMP
     if (omp_in_parallel()) return false;
 #endif
