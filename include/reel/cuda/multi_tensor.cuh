@@ -530,13 +530,7 @@ struct DeviceOptim<CUDA> {
     if constexpr (!cuda::mt::supported_v<T>) {
       return false;
     } else {
-      using fe::fast_ok;
-      for (size_t i = 0; i < params.size(); ++i) {
-        const auto& s = *states[i];
-        if (!fast_ok(params[i].impl(), true) || !fast_ok(grads[i].impl(), false) || !fast_ok(s.exp_avg.impl(), true) ||
-            !fast_ok(s.exp_avg_sq.impl(), true) || (o.amsgrad() && !fast_ok(s.max_exp_avg_sq.impl(), true)))
-          return false;
-      }
+      if (!optim::detail::adam_fusable(o, params, grads, states)) return false;
       using C = compute_t<T>;
       auto fill = [&](auto op) {
         op.k = optim::detail::adam_coeffs<C>(o, decoupled);

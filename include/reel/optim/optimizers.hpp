@@ -59,6 +59,21 @@ void bump_adam_versions(const AdamOptions& o, const std::vector<Tensor<T, D>>& p
   }
 }
 
+// Whether a fused step (the CPU's adam_fused, CUDA's multi-tensor kernel) may run: every
+// parameter, gradient and moment contiguous, with no autograd stake (foreach's fast path).
+template <class T, class D>
+bool adam_fusable(const AdamOptions& o, const std::vector<Tensor<T, D>>& params, const std::vector<Tensor<T, D>>& grads,
+                  const std::vector<AdamState<T, D>*>& states) {
+  using reel::detail::fe::fast_ok;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& s = *states[i];
+    if (!fast_ok(params[i].impl(), true) || !fast_ok(grads[i].impl(), false) || !fast_ok(s.exp_avg.impl(), true) ||
+        !fast_ok(s.exp_avg_sq.impl(), true) || (o.amsgrad() && !fast_ok(s.max_exp_avg_sq.impl(), true)))
+      return false;
+  }
+  return true;
+}
+
 // adam_rule's operations on blocks of Eigen arrays (foreach.hpp's Eigen forms).
 struct EigenAdamOps {
   template <class M, class E, class W> static void lerp_(M& m, const E& e, W w) {
@@ -76,17 +91,10 @@ template <class T, class D>
 bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T, D>>& params,
                 const std::vector<Tensor<T, D>>& grads, const std::vector<AdamState<T, D>*>& states,
                 const std::vector<double>& step_size, const std::vector<double>& bc2_sqrt) {
-  namespace fe = reel::detail::fe;  // (the Eigen forms of the foreach bodies)
-  using fe::fast_ok;
   if constexpr (!std::is_same_v<D, CPU> || is_complex_v<T>) {  // (CUDA: DeviceOptim<CUDA>::adam)
     return false;
   } else {
-    for (size_t i = 0; i < params.size(); ++i) {
-      const auto& s = *states[i];
-      bool ok = fast_ok(params[i].impl(), true) && fast_ok(grads[i].impl(), false) && fast_ok(s.exp_avg.impl(), true) &&
-                fast_ok(s.exp_avg_sq.impl(), true) && (!o.amsgrad() || fast_ok(s.max_exp_avg_sq.impl(), true));
-      if (!ok) return false;
-    }
+    if (!adam_fusable(o, params, grads, states)) return false;
     using C = compute_t<T>;
     using Block = Eigen::Array<C, Eigen::Dynamic, 1, 0, 1024, 1>;  // at most 1024: no heap
     const AdamCoeffs<C> coeffs = adam_coeffs<C>(o, decoupled);
