@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../core/tensor_impl.hpp"
+#include "../core/recorder.hpp"
 
 namespace reel::inline REEL_ABI::detail {
 
@@ -66,6 +66,26 @@ inline uint64_t next_hook_id() {
   static std::atomic<uint64_t> n{0};
   return ++n;
 }
+}  // namespace reel::detail
+
+namespace reel::inline REEL_ABI {
+// Returned by Tensor::register_hook; remove() unregisters the hook.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  RemovableHandle(std::weak_ptr<detail::HookList> l, uint64_t id) : list_(std::move(l)), id_(id) {}
+  void remove() {
+    if (auto l = list_.lock()) std::erase_if(l->hooks, [&](const auto& h) { return h.first == id_; });
+    list_.reset();
+  }
+
+ private:
+  std::weak_ptr<detail::HookList> list_;
+  uint64_t id_ = 0;
+};
+}  // namespace reel
+
+namespace reel::inline REEL_ABI::detail {
 
 // Releases graph objects iteratively: destroying a long chain of nodes (each owning the
 // previous one through its edges and saved tensors) must not recurse once per node.
@@ -93,12 +113,6 @@ struct Node {
   // Drops saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
   virtual bool is_accumulator() const { return false; }
-};
-
-// A tensor saved for backward, with the version it must still have then.
-struct SavedTensor {
-  GradPtr t;
-  uint64_t version = 0;
 };
 
 // Vector mode with structure: the tangents of a level whose directions are the unit vectors

@@ -534,6 +534,28 @@ void check_inplace(const Tensor<T, D>& out, bool records) {
   }
 }
 
+#if !defined(REEL_NO_AUTOGRAD)
+// Autograd installed in the core (core/recorder.hpp): what views, clones, evaluated
+// expressions and in-place writes record.
+template <class T, class D>
+struct Recorder {
+  static Tensor<T, D> view(const Tensor<T, D>& in, Tensor<T, D> out, const ViewSpec& spec) {
+    return record_view(in, std::move(out), spec);
+  }
+  static Tensor<T, D> as_strided(const Tensor<T, D>& in, Tensor<T, D> out) {
+    REEL_CHECK(!(grad_mode_flag() && impl_requires_grad(in.impl())), not_implemented_error,
+               "as_strided: autograd through as_strided is not supported; use the named views (select, slice, view, ",
+               "permute, expand, ...) or detach() first");
+    return out;
+  }
+  static Tensor<T, D> clone(const Tensor<T, D>& in, Tensor<T, D> out) { return record_clone(in, std::move(out)); }
+  template <class E> static PendingRecord begin(const E& e) { return begin_record<T, D>(e); }
+  template <class E> static void finish(PendingRecord& p, const Tensor<T, D>& out, const E& e) { finish_record(p, out, e); }
+  template <class E> static void record(const Tensor<T, D>& out, const E& e) { record_expr(out, e); }
+  static void check_inplace(const Tensor<T, D>& out, bool records) { detail::check_inplace(out, records); }
+};
+#endif
+
 // ------------------------------------------------------------------ the engine's entry point
 struct GradRequest {
   GradList outputs, grad_outputs, inputs;

@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
-#include "../autograd/graph.hpp"
 #include "geometry.hpp"
+#include "recorder.hpp"
 
 namespace reel::inline REEL_ABI {
 
@@ -41,30 +41,10 @@ void require_host_memory(const char* fn) {
   if constexpr (std::is_same_v<D, CUDA>)
     raise<not_implemented_error>(fn, ": not implemented for CUDA tensors yet (move the tensor with to_device<CPU>())");
 }
-// What a view did, so autograd can map gradients and tangents through it.
-struct ViewSpec {
-  enum Kind : uint8_t { Select, Slice, Reshape, Permute, Expand } kind;
-  int64_t a = 0, b = 0, c = 0, d = 0;
-  Shape shape;
-};
-template <class T, class D> Tensor<T, D> record_view(const Tensor<T, D>& in, Tensor<T, D> out, ViewSpec spec);
-template <class T, class D> Tensor<T, D> record_clone(const Tensor<T, D>& in, Tensor<T, D> out);
 }  // namespace detail
 
-// Returned by register_hook; remove() unregisters the hook.
-class RemovableHandle {
- public:
-  RemovableHandle() = default;
-  RemovableHandle(std::weak_ptr<detail::HookList> l, uint64_t id) : list_(std::move(l)), id_(id) {}
-  void remove() {
-    if (auto l = list_.lock()) std::erase_if(l->hooks, [&](const auto& h) { return h.first == id_; });
-    list_.reset();
-  }
-
- private:
-  std::weak_ptr<detail::HookList> list_;
-  uint64_t id_ = 0;
-};
+// Returned by register_hook (defined by autograd).
+class RemovableHandle;
 
 template <class T, class D>
 class Tensor {
@@ -138,10 +118,9 @@ class Tensor {
   // ---- views (share storage). The shape arithmetic lives in non-template functions
   // (detail::geometry), shared by every element type.
   Tensor as_strided(Shape sizes, Shape strides, std::optional<int64_t> offset = {}) const {
-    REEL_CHECK(!(detail::grad_mode_flag() && detail::impl_requires_grad(impl())), not_implemented_error,
-               "as_strided: autograd through as_strided is not supported; use the named views (select, slice, view, ",
-               "permute, expand, ...) or detach() first");
-    return with(detail::Geometry{std::move(sizes), std::move(strides), offset ? *offset : impl().offset});
+    Tensor r = with(detail::Geometry{std::move(sizes), std::move(strides), offset ? *offset : impl().offset});
+    if (impl().autograd) return detail::Recorder<T, D>::as_strided(*this, std::move(r));
+    return r;
   }
   Tensor select(int64_t d, int64_t i) const {
     return view_of(detail::select_geometry(impl(), d, i), {detail::ViewSpec::Select, d, i, 0, 0, {}});
@@ -202,7 +181,7 @@ class Tensor {
   template <class U> Tensor<U, D> to() const;
   template <class D2> Tensor<T, D2> to_device() const;
 
-  // ---- autograd (reel/autograd/record.hpp)
+  // ---- autograd (defined in reel/autograd/tensor_members.hpp)
   Tensor& requires_grad_(bool on = true);
   bool requires_grad() const;
   bool is_leaf() const;
@@ -243,7 +222,7 @@ class Tensor {
   }
   Tensor view_of(detail::Geometry g, detail::ViewSpec spec) const {
     Tensor r = with(std::move(g));
-    if (impl().autograd) return detail::record_view(*this, std::move(r), std::move(spec));
+    if (impl().autograd) return detail::Recorder<T, D>::view(*this, std::move(r), spec);
     return r;
   }
   Tensor reshaped(detail::Geometry g) const {
@@ -286,5 +265,4 @@ Tensor<T, D> make_tensor(Shape sizes) {
 }  // namespace reel
 
 #include "../expr/assign.hpp"
-#include "../autograd/record.hpp"
 #include "print.hpp"

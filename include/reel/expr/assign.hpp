@@ -7,16 +7,6 @@
 namespace reel::inline REEL_ABI {
 namespace detail {
 
-// The leaves of an expression about to be evaluated, when autograd must record it (their
-// versions are taken before the evaluation, which may overwrite one of them).
-struct PendingRecord {
-  PoolVector<SavedTensor> inputs;
-  bool active = false;
-};
-template <class R, class D, class E> PendingRecord begin_record(const E& e);
-template <class R, class D, class E> void finish_record(PendingRecord& p, const Tensor<R, D>& out, const E& e);
-template <class T, class D> void check_inplace(const Tensor<T, D>& out, bool records);
-
 // Writes `e` into existing storage `out` (broadcasting e to out's shape).
 template <class T, class D, class E>
 void assign_expr(const Tensor<T, D>& out, const E& e) {
@@ -27,7 +17,7 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
   } else if constexpr (is_expr_v<E> && !std::is_same_v<value_t<E>, T>) {
     assign_expr(out, make_expr(CastOp<T>{}, e));
   } else if constexpr (std::is_same_v<std::decay_t<E>, Scalar<T>>) {
-    check_inplace(out, false);
+    Recorder<T, D>::check_inplace(out, false);
     if constexpr (!std::is_same_v<D, Meta>) {
       if (out.is_contiguous() && !std::is_same_v<D, CUDA>) {
         kernel_step({out.impl().storage.get()}, [out, v = e.value] {
@@ -43,16 +33,19 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
     Shape bs = broadcast_shapes(out.sizes(), es);
     REEL_CHECK(bs == out.sizes(), value_error, "copy_: source of shape ", es,
                " cannot be broadcast to the destination's shape ", out.sizes());
-    auto rec = begin_record<T, D>(e);
-    check_inplace(out, rec.active);
+    auto rec = Recorder<T, D>::begin(e);
+    Recorder<T, D>::check_inplace(out, rec.active);
     if (!std::is_same_v<D, Meta> && leaf_aliases(out, e)) {
-      auto tmp = materialize(e);  // partial overlap: evaluate first, then copy
+      // Partial overlap (a tensor or an expression reading part of `out`): evaluate into a
+      // temporary first, then copy.
+      auto tmp = make_tensor<T, D>(es);
+      eval_into(tmp, e);
       eval_into(out, tmp);
     } else {
       eval_into(out, e);
     }
     if constexpr (!std::is_same_v<D, Meta>) out.bump_version();
-    finish_record(rec, out, e);
+    Recorder<T, D>::finish(rec, out, e);
   }
 }
 
@@ -76,7 +69,7 @@ template <class T, class D>
 Tensor<T, D> Tensor<T, D>::clone() const {
   auto out = detail::make_tensor<T, D>(sizes());
   detail::eval_into(out, *this);
-  if (impl().autograd) return detail::record_clone(*this, std::move(out));
+  if (impl().autograd) return detail::Recorder<T, D>::clone(*this, std::move(out));
   return out;
 }
 template <class T, class D>

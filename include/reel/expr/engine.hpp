@@ -613,8 +613,6 @@ bool leaf_aliases(const Tensor<T, D>& out, const E& e) {
   return bad;
 }
 
-template <class R, class D, class E> void record_expr(const Tensor<R, D>& out, const E& e);
-
 template <class E>
 auto materialize(const E& e) {
   if constexpr (is_tensor_v<E>) {
@@ -624,7 +622,7 @@ auto materialize(const E& e) {
     using D = typename E::device_type;
     auto out = make_tensor<R, D>(shape_of(e));
     eval_into(out, e);
-    record_expr(out, e);
+    Recorder<R, D>::record(out, e);
     return out;
   }
 }

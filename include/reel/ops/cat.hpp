@@ -4,6 +4,7 @@
 #include <span>
 
 #include "factories.hpp"
+#include "../autograd/record.hpp"
 
 namespace reel::inline REEL_ABI {
 

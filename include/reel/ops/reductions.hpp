@@ -4,6 +4,7 @@
 #include "../core/config.hpp"
 
 #include "reduce_kernels.hpp"
+#include "../autograd/record.hpp"
 
 namespace reel::inline REEL_ABI {
 
