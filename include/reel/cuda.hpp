@@ -13,7 +13,14 @@
 #include "reel.hpp"
 #include "cuda/backend.cuh"
 
-// ---- area headers (each specializes its Device* trait for CUDA)
-#include "cuda/multi_tensor.cuh"  // foreach (DeviceForeach) and fused optimizer steps (DeviceOptim)
-#include "cuda/blaslt.hpp"       // matmul / mm / bmm through cuBLASLt (DeviceGemm)
-#include "cuda/lce.cuh"          // fused linear_cross_entropy (DeviceLce)
+// ---- the kernel sets of the areas
+#include "cuda/multi_tensor.cuh"  // foreach and fused optimizer steps (CudaForeachKernels, CudaOptimKernels)
+#include "cuda/blaslt.hpp"       // matmul / mm / bmm through cuBLASLt (CudaGemmKernels)
+#include "cuda/lce.cuh"          // fused linear_cross_entropy (CudaLceKernels)
+
+namespace reel::inline REEL_ABI::detail {
+// The device seam for CUDA (core/backend.hpp lists what a backend provides): one
+// specialization, assembled from the kernel sets above.
+template <>
+struct Backend<CUDA> : CudaCoreKernels, CudaGemmKernels, CudaForeachKernels, CudaOptimKernels, CudaLceKernels {};
+}  // namespace reel::detail

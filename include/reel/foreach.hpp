@@ -148,8 +148,8 @@ struct Lerp {
 
 // zero_(self): fills with zeros (NaNs too, which a multiplication by 0 would keep)
 template <class D, class T> constexpr bool zero_kernel() {
-  if constexpr (std::is_same_v<D, CUDA>)
-    return DeviceForeach<D>::template supports_zero<T>;
+  if constexpr (device_memory_v<D>)
+    return Backend<D>::template foreach_zero_supports<T>;
   else
     return false;
 }
@@ -167,7 +167,7 @@ struct Zero {
         else
           assign_expr(l[i], Scalar<T>(T(0)));
       }
-      if (!mt.empty()) DeviceForeach<D>::zero(mt, l);
+      if (!mt.empty()) Backend<D>::foreach_zero(mt, l);
       for (size_t i : mt) l[i].bump_version();
     } else {
       for (const auto& t : list_t<L>(self)) assign_expr(t, Scalar<T>(T(0)));
@@ -194,7 +194,7 @@ struct Copy {
 template <class T, class D>
 Tensor<real_t<T>, D> norm_one(const Tensor<T, D>& t, double p) {
   using R = real_t<T>;
-  if constexpr (!std::is_same_v<D, CPU>) {
+  if constexpr (!Backend<D>::host_memory) {
     return reel::norm(t, p);  // (the pass below reads host memory)
   } else {
     if (!fast_ok(t.impl(), false)) return reel::norm(t, p);

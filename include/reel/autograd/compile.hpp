@@ -69,7 +69,7 @@ template <class T, class D> struct Result<Tensor<T, D>> {
   }
   // Fresh tensors holding the values of the flattened impls from `pos` on.
   static Tensor<T, D> rebuild(const Flat& f, size_t& pos, size_t&) { return Tensor<T, D>(f.impls[pos++]).clone(); }
-  static constexpr bool device_ok = std::is_same_v<D, CPU>;
+  static constexpr bool device_ok = detail::Backend<D>::host_memory;
 };
 template <class T, class D> struct Result<std::vector<Tensor<T, D>>> {
   static void flatten(const std::vector<Tensor<T, D>>& r, Flat& f) {
@@ -81,7 +81,7 @@ template <class T, class D> struct Result<std::vector<Tensor<T, D>>> {
     for (size_t n = f.lens[li++], i = 0; i < n; ++i) r.push_back(Result<Tensor<T, D>>::rebuild(f, pos, li));
     return r;
   }
-  static constexpr bool device_ok = std::is_same_v<D, CPU>;
+  static constexpr bool device_ok = detail::Backend<D>::host_memory;
 };
 template <class... X> struct Result<std::tuple<X...>> {
   static void flatten(const std::tuple<X...>& r, Flat& f) {

@@ -192,9 +192,9 @@ namespace detail::ir {
 // Element types autograd works in. Reduced floats (half, bfloat16) are storage types here:
 // instantiating the machinery for them would cost every program that merely stores them.
 template <class T> inline constexpr bool grad_dtype_v = std::is_floating_point_v<T> || is_complex_v<T>;
-// ... on device Dev (CUDA kernels have no complex arithmetic yet).
+// ... on device Dev (a device's kernels have no complex arithmetic yet; the host's have).
 template <class T, class Dev>
-inline constexpr bool device_grad_dtype_v = grad_dtype_v<T> && (std::is_same_v<Dev, CPU> || !is_complex_v<T>);
+inline constexpr bool device_grad_dtype_v = grad_dtype_v<T> && (Backend<Dev>::host_memory || !is_complex_v<T>);
 
 template <class Op, class C, class Seq> struct apply_result;
 template <class Op, class C, size_t... K> struct apply_result<Op, C, std::index_sequence<K...>> {
@@ -427,13 +427,13 @@ template <class Op> const char* op_name() {
   return __PRETTY_FUNCTION__;  // informative enough for error messages
 }
 
-// The op's device function on an accelerator (DeviceBackend<Dev>::ir_op_fn); none on the CPU.
+// The op's device function on an accelerator (Backend<Dev>::ir_op_fn); none on the CPU.
 template <class Op, class C, size_t N, class Dev>
 constexpr auto device_fn_of() -> const void* (*)() {
-  if constexpr (std::is_same_v<Dev, CPU>)
+  if constexpr (Backend<Dev>::host_memory)
     return nullptr;
   else
-    return &DeviceBackend<Dev>::template ir_op_fn<Op, C, N>;
+    return &Backend<Dev>::template ir_op_fn<Op, C, N>;
 }
 
 template <class Op, class C, size_t N, class Dev>
@@ -460,11 +460,11 @@ void evaluate_host(const Graph& g, std::span<const TensorImpl* const> leaves, st
                    std::span<TensorImpl* const> outs, const std::vector<char>& live);
 inline std::shared_ptr<Storage> cpu_storage(size_t nbytes) { return make_storage(nbytes, DeviceType::CPU); }
 template <class Dev> const IrDevice* ir_device() {
-  if constexpr (std::is_same_v<Dev, CPU>) {
+  if constexpr (Backend<Dev>::host_memory) {
     static const IrDevice d{DeviceType::CPU, &cpu_storage, &evaluate_host};
     return &d;
   } else {
-    return DeviceBackend<Dev>::ir_device();
+    return Backend<Dev>::ir_device();
   }
 }
 

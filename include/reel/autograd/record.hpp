@@ -27,7 +27,7 @@ inline constexpr bool autograd_enabled_v = true;
 // CPU: floating point and complex; CUDA: floating point (its kernels have no complex math yet).
 template <class T, class D>
 inline constexpr bool autograd_type_v =
-    autograd_enabled_v && (std::is_same_v<D, CPU> || std::is_same_v<D, CUDA>) && ir::device_grad_dtype_v<T, D>;
+    autograd_enabled_v && Backend<D>::has_data && ir::device_grad_dtype_v<T, D>;
 
 // A fresh contiguous tensor of a graph node's type, on the graph's device.
 inline GradPtr make_impl(const ir::TypeInfo& type, const Shape& sizes) {

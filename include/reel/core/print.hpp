@@ -50,7 +50,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T, D>& t) {
   constexpr bool default_dtype = std::is_same_v<T, float> || std::is_same_v<T, int64_t> ||
                                  std::is_same_v<T, bool> || std::is_same_v<T, std::complex<float>>;
   std::string suffix = default_dtype ? "" : std::string(", dtype=") + std::string(scalar_type_of<T>::name);
-  if constexpr (std::is_same_v<D, Meta>) {
+  if constexpr (!detail::Backend<D>::has_data) {
     return detail::print_meta(os, t.sizes(), suffix);
   } else {
     auto vals = t.to_vector();

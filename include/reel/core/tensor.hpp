@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "backend.hpp"
 #include "geometry.hpp"
 #include "recorder.hpp"
 
@@ -31,15 +32,12 @@ namespace detail {
 template <class T, class D, class E> void assign_expr(const Tensor<T, D>& out, const E& e);
 template <class E> auto materialize(const E& e);
 template <class T, class D> Tensor<T, D> make_tensor(Shape sizes);
-// Device code behind the core (allocation, kernels, copies), specialized for CUDA by
-// <cuda.hpp>; CPU-only translation units never instantiate it.
-template <class D> struct DeviceBackend;
 // Ops whose only implementation is a loop over host memory call this first: on CUDA they
 // raise not_implemented_error instead of reading device memory from the host.
 template <class D>
 void require_host_memory(const char* fn) {
-  if constexpr (std::is_same_v<D, CUDA>)
-    raise<not_implemented_error>(fn, ": not implemented for CUDA tensors yet (move the tensor with to_device<CPU>())");
+  if constexpr (device_memory_v<D>)
+    raise<not_implemented_error>(fn, ": not implemented for ", D::name, " tensors yet (move the tensor with to_device<CPU>())");
 }
 }  // namespace detail
 
@@ -77,7 +75,7 @@ class Tensor {
   int64_t storage_offset() const { return impl().offset; }
   bool is_contiguous() const { return detail::is_contiguous(impl().sizes, impl().strides); }
   static constexpr ScalarType dtype() { return scalar_type_v<T>; }
-  static constexpr bool is_meta() { return std::is_same_v<D, Meta>; }
+  static constexpr bool is_meta() { return !detail::Backend<D>::has_data; }
   bool is_same_storage(const Tensor& o) const { return impl().storage == o.impl().storage; }
   template <class U, class D2>
   bool is_same_storage(const Tensor<U, D2>& o) const { return impl().storage == o.impl().storage; }
@@ -108,7 +106,7 @@ class Tensor {
                " elements cannot be converted to a scalar");
     check_data("item");
     detail::capture_refuse("the function reads a tensor's value on the host (item)");
-    if constexpr (std::is_same_v<D, CUDA>)
+    if constexpr (detail::device_memory_v<D>)
       return to_vector()[0];
     else
       return *data_ptr();
@@ -215,7 +213,7 @@ class Tensor {
 
  private:
   void check_data(const char* fn) const {
-    if constexpr (std::is_same_v<D, Meta>)
+    if constexpr (!detail::Backend<D>::has_data)
       raise<error>(fn, ": a meta tensor has no data (shape, strides and dtype only)");
     (void)fn;
     impl();
@@ -252,10 +250,7 @@ Tensor<T, D> make_tensor(Shape sizes) {
   p->strides = contiguous_strides(sizes);
   p->sizes = std::move(sizes);
   const auto nbytes = static_cast<size_t>(checked_mul(n, sizeof(T), "nbytes"));
-  if constexpr (std::is_same_v<D, CUDA>)
-    p->storage = DeviceBackend<D>::make_storage(nbytes);
-  else
-    p->storage = make_storage(nbytes, device_type_v<D>);
+  p->storage = Backend<D>::make_storage(nbytes);
   p->dtype = scalar_type_v<T>;
   p->device = device_type_v<D>;
   return Tensor<T, D>(std::move(p));

@@ -1,6 +1,7 @@
 #pragma once
-// The CUDA side of the core: DeviceBackend<CUDA> gives the engine its allocation, copies,
-// elementwise kernels, index-filled factories and reductions.
+// The CUDA side of the core: CudaCoreKernels, part of Backend<CUDA> (assembled in <cuda.hpp>),
+// gives the engine its allocation, copies, elementwise kernels, index-filled factories and
+// reductions.
 //
 // Elementwise: the typed expression tree is turned into a tree of plain device structs
 // (leaf pointers, scalars, and the very op objects of ops.hpp, whose `apply` bodies are
@@ -346,8 +347,9 @@ struct ConvertTo {
 namespace reel::inline REEL_ABI {
 // ------------------------------------------------------------------ the engine's CUDA backend
 namespace detail {
-template <>
-struct DeviceBackend<CUDA> {
+// Part of Backend<CUDA> (core/backend.hpp, assembled in <cuda.hpp>).
+struct CudaCoreKernels {
+  static constexpr bool has_data = true, host_memory = false;
   static std::shared_ptr<Storage> make_storage(size_t nbytes) { return cuda::make_device_storage(nbytes); }
 
   // Autograd: where CUDA graphs are evaluated, and each op's device function (ir_eval.cuh).

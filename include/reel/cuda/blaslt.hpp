@@ -1,6 +1,6 @@
 #pragma once
 // GEMM through cuBLASLt, and matmul / mm / bmm for CUDA tensors on top of it (the
-// DeviceGemm<CUDA> trait that products.hpp dispatches to). Host code only: it compiles with
+// Backend<CUDA>::bmm that products.hpp dispatches to). Host code only: it compiles with
 // g++ when the CUDA headers are on the include path, and with nvcc.
 //
 // Per device: one cuBLASLt handle, created on first use. Per (device, stream): one 32 MiB
@@ -328,8 +328,8 @@ BatchOperand<T> batch_operand(const Tensor<T, CUDA>& x) {
 }  // namespace detail::cuda
 
 namespace detail {
-template <>
-struct DeviceGemm<CUDA> {
+// Part of Backend<CUDA> (core/backend.hpp, assembled in <cuda.hpp>).
+struct CudaGemmKernels {
   // out[i] = a[i] @ b[i]: a [B, n, k], b [B, k, m], out a fresh contiguous [B, n, m].
   // Batch strides of 0 (a broadcast operand) are never handed to cuBLASLt: a broadcast right
   // operand folds the batch into the rows of one product, a small broadcast product is

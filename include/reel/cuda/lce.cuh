@@ -1,5 +1,5 @@
 #pragma once
-// linear_cross_entropy for CUDA tensors: the DeviceLce<CUDA> trait that
+// linear_cross_entropy for CUDA tensors: Backend<CUDA>::linear_cross_entropy, which
 // nn/linear_cross_entropy.hpp dispatches to. Same algorithm, row formula and semantics as
 // the CPU version (read its header comment first); what differs is where things live:
 //   - X and W stay in their dtype (float, half, bfloat16 or double); the logits buffer is in
@@ -285,12 +285,12 @@ ValueAndGrads<T> value_and_grads(const Tensor<T, CUDA>& hidden, const Tensor<T, 
 }  // namespace detail::cuda::lce
 
 namespace detail {
-template <>
-struct DeviceLce<CUDA> {
+// Part of Backend<CUDA> (core/backend.hpp, assembled in <cuda.hpp>).
+struct CudaLceKernels {
   // The op for CUDA tensors, after linear_cross_entropy has checked the arguments; `out` is
   // the freshly allocated result (the leading shape for none, a scalar otherwise).
   template <class T, class U>
-  static Tensor<T, CUDA> run(Tensor<T, CUDA> out, const Tensor<T, CUDA>& hidden, const Tensor<T, CUDA>& weight,
+  static Tensor<T, CUDA> linear_cross_entropy(Tensor<T, CUDA> out, const Tensor<T, CUDA>& hidden, const Tensor<T, CUDA>& weight,
                              const Tensor<U, CUDA>& target, const nn::functional::LinearCrossEntropyOptions<T, CUDA>& o) {
     namespace lce = cuda::lce;
     using nn::functional::Reduction;

@@ -5,8 +5,8 @@
 // thousand small parameters cost a few launches instead of thousands.
 //
 // Used by
-//  - foreach ops (DeviceForeach<CUDA>): the contiguous tensors autograd has no stake in,
-//  - the fused optimizer steps (DeviceOptim<CUDA>): SGD, Adam and AdamW in one pass over
+//  - foreach ops (Backend<CUDA>::foreach_run): the contiguous tensors autograd has no stake in,
+//  - the fused optimizer steps (Backend<CUDA>::sgd / adam): SGD, Adam and AdamW in one pass over
 //    parameters, gradients and state.
 // Elements are float, double, half or bfloat16; half and bfloat16 are computed in float and
 // rounded once when stored. Arithmetic goes through rn<C>, whose operators are the
@@ -404,19 +404,19 @@ struct AdamOp {
 
 }  // namespace detail::cuda::mt
 
-// ------------------------------------------------------------------ the traits core code calls
+// ------------------------------------------------------------------ what Backend<CUDA> offers foreach and optim
 namespace detail {
 
-template <>
-struct DeviceForeach<CUDA> {
+// Parts of Backend<CUDA> (core/backend.hpp, assembled in <cuda.hpp>).
+struct CudaForeachKernels {
   // Whether op Def on tensors of type T has a multi-tensor kernel.
   template <class Def, class T>
-  static constexpr bool supports = cuda::mt::supported_v<T> && cuda::mt::body_of<Def>::value;
+  static constexpr bool foreach_supports = cuda::mt::supported_v<T> && cuda::mt::body_of<Def>::value;
 
   // out[i] = Def(self[i], args[i]...) for i in idx (contiguous tensors; outs allocated by the
   // caller unless InPlace, where self is written).
   template <class Def, bool InPlace, class T, class... A>
-  static void run(const std::vector<size_t>& idx, fe::TensorList<T, CUDA> self, const std::vector<Tensor<T, CUDA>>& outs,
+  static void foreach_run(const std::vector<size_t>& idx, fe::TensorList<T, CUDA> self, const std::vector<Tensor<T, CUDA>>& outs,
                   const A&... args) {
     using Op = cuda::mt::ForeachOp<compute_t<T>, typename cuda::mt::body_of<Def>::type, InPlace,
                                    cuda::mt::arg_kind<A>::value...>;
@@ -456,9 +456,9 @@ struct DeviceForeach<CUDA> {
   }
 
   template <class T>
-  static constexpr bool supports_zero = cuda::mt::supported_v<T>;
+  static constexpr bool foreach_zero_supports = cuda::mt::supported_v<T>;
   template <class T>
-  static void zero(const std::vector<size_t>& idx, fe::TensorList<T, CUDA> self) {
+  static void foreach_zero(const std::vector<size_t>& idx, fe::TensorList<T, CUDA> self) {
     cuda::mt::Work<1> w;
     w.reserve(idx.size());
     for (size_t i : idx) w.add(self[i].numel(), {self[i].mutable_data_ptr()});
@@ -466,8 +466,7 @@ struct DeviceForeach<CUDA> {
   }
 };
 
-template <>
-struct DeviceOptim<CUDA> {
+struct CudaOptimKernels {
   // One fused SGD step for the group; false (nothing done) when some tensor is not eligible
   // (not contiguous, or autograd has a stake in it), leaving it to the foreach composition.
   template <class T>

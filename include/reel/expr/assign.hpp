@@ -18,8 +18,8 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
     assign_expr(out, make_expr(CastOp<T>{}, e));
   } else if constexpr (std::is_same_v<std::decay_t<E>, Scalar<T>>) {
     Recorder<T, D>::check_inplace(out, false);
-    if constexpr (!std::is_same_v<D, Meta>) {
-      if (out.is_contiguous() && !std::is_same_v<D, CUDA>) {
+    if constexpr (Backend<D>::has_data) {
+      if (out.is_contiguous() && Backend<D>::host_memory) {
         kernel_step({out.impl().storage.get()}, [out, v = e.value] {
           std::fill(out.mutable_data_ptr(), out.mutable_data_ptr() + out.numel(), v);
         });
@@ -35,7 +35,7 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
                " cannot be broadcast to the destination's shape ", out.sizes());
     auto rec = Recorder<T, D>::begin(e);
     Recorder<T, D>::check_inplace(out, rec.active);
-    if (!std::is_same_v<D, Meta> && leaf_aliases(out, e)) {
+    if (Backend<D>::has_data && leaf_aliases(out, e)) {
       // Partial overlap (a tensor or an expression reading part of `out`): evaluate into a
       // temporary first, then copy.
       auto tmp = make_tensor<T, D>(es);
@@ -44,7 +44,7 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
     } else {
       eval_into(out, e);
     }
-    if constexpr (!std::is_same_v<D, Meta>) out.bump_version();
+    if constexpr (Backend<D>::has_data) out.bump_version();
     Recorder<T, D>::finish(rec, out, e);
   }
 }
@@ -58,7 +58,7 @@ template <class T, class D>
 std::vector<T> Tensor<T, D>::to_vector() const {
   check_data("to_vector");
   detail::capture_refuse("the function reads tensor values on the host (to_vector)");
-  if constexpr (std::is_same_v<D, CUDA>) {
+  if constexpr (detail::device_memory_v<D>) {
     return to_device<CPU>().to_vector();
   } else {
     auto c = contiguous();
@@ -85,14 +85,15 @@ template <class D2>
 Tensor<T, D2> Tensor<T, D>::to_device() const {
   if constexpr (std::is_same_v<D, D2>) {
     return *this;
-  } else if constexpr (std::is_same_v<D2, Meta>) {
-    return detail::make_tensor<T, Meta>(sizes());
-  } else if constexpr (!std::is_same_v<D, Meta>) {
-    // CPU <-> CUDA (a contiguous copy; the source is made contiguous on its own device first)
-    using Dev = std::conditional_t<std::is_same_v<D, CPU>, D2, D>;  // CUDA (dependent, so <cuda.hpp> may come later)
-    return detail::DeviceBackend<Dev>::template copy_between<T, D2>(contiguous());
+  } else if constexpr (!detail::Backend<D2>::has_data) {
+    return detail::make_tensor<T, D2>(sizes());
+  } else if constexpr (detail::Backend<D>::has_data) {
+    // host <-> device (a contiguous copy; the source is made contiguous on its own device
+    // first), by the backend of the side whose memory is not the host's
+    using Dev = std::conditional_t<detail::Backend<D>::host_memory, D2, D>;
+    return detail::Backend<Dev>::template copy_between<T, D2>(contiguous());
   } else {
-    static_assert(std::is_same_v<D2, Meta>,
+    static_assert(!detail::Backend<D2>::has_data,
                   "reel: to_device: meta tensors have no data to copy");
     return {};
   }

@@ -499,12 +499,12 @@ std::vector<const Storage*> leaf_storages(const E& e) {
 // Evaluates expression `e` into the (already shaped) destination `out`.
 template <class R, class D, class E>
 void eval_into(const Tensor<R, D>& out, const E& e) {
-  if constexpr (std::is_same_v<D, Meta>) {
+  if constexpr (!Backend<D>::has_data) {
     return;  // shapes only
-  } else if constexpr (std::is_same_v<D, CUDA>) {
+  } else if constexpr (device_memory_v<D>) {
     static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
     if (out.numel() == 0) return;
-    DeviceBackend<D>::eval_into(out, e);  // one kernel (<cuda.hpp>)
+    Backend<D>::eval_into(out, e);  // one kernel
   } else {
     static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
     if (out.numel() == 0) return;

@@ -62,11 +62,6 @@ class ScalarList {
 
 }  // namespace foreach
 
-// The CUDA multi-tensor kernels (specialized in reel/cuda/multi_tensor.cuh, <cuda.hpp>).
-namespace detail {
-template <class D> struct DeviceForeach;
-}
-
 namespace detail::fe {
 using foreach::ScalarList;
 using foreach::TensorList;
@@ -195,7 +190,7 @@ auto run(TensorList<T, D> self, const A&... args) {
   (check_arg(Def::name, pos++, self, args), ...);
   std::vector<Tensor<T, D>> outs;
   if constexpr (!InPlace) outs.reserve(self.size());
-  if constexpr (std::is_same_v<D, Meta>) {
+  if constexpr (!Backend<D>::has_data) {
     if constexpr (!InPlace)
       for (const auto& s : self) outs.push_back(empty_like(s));
   } else {
@@ -221,10 +216,10 @@ auto run(TensorList<T, D> self, const A&... args) {
       (arg_ok(args), ...);
       return ok;
     };
-    if constexpr (std::is_same_v<D, CUDA>) {
-      // CUDA: the tensors the fast path could take go through the multi-tensor kernel, a few
-      // launches for the whole list; the others through the general path (kernels per tensor).
-      constexpr bool kernel = DeviceForeach<D>::template supports<Def, T>;
+    if constexpr (device_memory_v<D>) {
+      // A device: the tensors the fast path could take go through the multi-tensor kernel, a
+      // few launches for the whole list; the others through the general path (kernels per tensor).
+      constexpr bool kernel = Backend<D>::template foreach_supports<Def, T>;
       std::vector<size_t> mt;
       for (size_t i = 0; i < self.size(); ++i) {
         if constexpr (!InPlace) outs.push_back(Tensor<T, D>());
@@ -236,7 +231,7 @@ auto run(TensorList<T, D> self, const A&... args) {
         }
       }
       if constexpr (kernel)
-        if (!mt.empty()) DeviceForeach<D>::template run<Def, InPlace>(mt, self, outs, args...);
+        if (!mt.empty()) Backend<D>::template foreach_run<Def, InPlace>(mt, self, outs, args...);
       if constexpr (InPlace)
         for (size_t i : mt) self[i].bump_version();
     } else {

@@ -30,7 +30,7 @@ constexpr void check_types(const char*) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::complex<float>> ||
                     std::is_same_v<T, std::complex<double>>,
                 "reel::linalg: supports float, double, complex<float> and complex<double> tensors");
-  static_assert(!std::is_same_v<D, CUDA>, "reel::linalg: not implemented for CUDA tensors yet");
+  static_assert(!detail::device_memory_v<D>, "reel::linalg: not implemented for CUDA tensors yet");
 }
 
 inline void check_square(const Shape& s, const char* fn, const char* arg = "A") {

@@ -77,7 +77,7 @@ template <class T, class D>
 Tensor<T, D> solve_value(const Tensor<T, D>& A3, const Tensor<T, D>& B3, Kind kind, const char* fn,
                          std::shared_ptr<LuBatch<T>>* keep) {
   int64_t nb = A3.size(0), n = A3.size(1), k = B3.size(2);
-  if constexpr (std::is_same_v<D, Meta>) {
+  if constexpr (!detail::Backend<D>::has_data) {
     return empty<T, D>({nb, n, k});
   } else {
     if (kind == Kind::general) {

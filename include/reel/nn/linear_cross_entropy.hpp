@@ -21,12 +21,6 @@
 #include "../core/config.hpp"
 #include "loss.hpp"
 
-namespace reel::inline REEL_ABI::detail {
-// CUDA tensors run the fused op of reel/cuda/lce.cuh (from <cuda.hpp>): its
-// DeviceLce<CUDA> is the only definition, so CPU translation units never see CUDA code.
-template <class D> struct DeviceLce;
-}  // namespace reel::detail
-
 namespace reel::inline REEL_ABI::nn::functional {
 
 template <class T = float, class D = CPU>
@@ -198,10 +192,10 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
                ": no gradient with respect to probability targets; detach the target (or use cross_entropy(linear(...)))");
 
   Tensor<T, D> out = o.reduction == Reduction::None ? empty<T, D>(lead) : empty<T, D>({});
-  if constexpr (std::is_same_v<D, Meta>) {
+  if constexpr (!reel::detail::Backend<D>::has_data) {
     return out;
-  } else if constexpr (std::is_same_v<D, CUDA>) {
-    return reel::detail::DeviceLce<D>::run(std::move(out), hidden, weight, target, o);
+  } else if constexpr (reel::detail::device_memory_v<D>) {
+    return reel::detail::Backend<D>::linear_cross_entropy(std::move(out), hidden, weight, target, o);
   } else {
     // Inputs in the accumulation type, contiguous (no copies for contiguous float / double).
     auto X = hidden.detach().reshape({N, Dm}).template to<A>().contiguous();

@@ -23,7 +23,7 @@ template <class T, class D>
 Tensor<T, D> embedding_rows(const Tensor<T, D>& w, const Tensor<int64_t, D>& idx) {
   const int64_t n = idx.numel(), E = w.size(1);
   auto out = empty<T, D>({n, E});
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (reel::detail::Backend<D>::has_data) {
     auto wc = w.detach().contiguous();
     const int64_t* ip = idx.data_ptr();
     for (int64_t k = 0; k < n; ++k)
@@ -40,7 +40,7 @@ template <class T, class D>
 Tensor<T, D> embedding_backward(const Tensor<T, D>& g, const Tensor<int64_t, D>& idx, int64_t rows) {
   const int64_t n = idx.numel(), E = g.size(1);
   auto out = zeros<T, D>({rows, E});
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (reel::detail::Backend<D>::has_data) {
     auto gc = g.detach().contiguous();
     const int64_t* ip = idx.data_ptr();
     T* o = out.mutable_data_ptr();
@@ -66,8 +66,8 @@ Tensor<T, D> embedding(const Tensor<I, D>& input, const Tensor<T, D>& weight) {
   REEL_CHECK(weight.dim() == 2, value_error, "embedding: weight must be [num_embeddings, embedding_dim], got shape ",
              weight.sizes());
   auto idx = input.template to<int64_t>().contiguous().reshape({-1});
-  // (CUDA: the gather checks every index on the device, reported at the next synchronization)
-  if constexpr (std::is_same_v<D, CPU>) {
+  // (a device: the gather checks every index there, reported at the next synchronization)
+  if constexpr (reel::detail::Backend<D>::host_memory) {
     const int64_t* ip = idx.data_ptr();
     for (int64_t k = 0; k < idx.numel(); ++k)
       REEL_CHECK(ip[k] >= 0 && ip[k] < weight.size(0), index_error, "embedding: index ", ip[k], " is out of range for ",
@@ -75,7 +75,7 @@ Tensor<T, D> embedding(const Tensor<I, D>& input, const Tensor<T, D>& weight) {
   }
   Shape s = input.sizes();
   s.push_back(weight.size(1));
-  if constexpr (std::is_same_v<D, CUDA>) {
+  if constexpr (reel::detail::device_memory_v<D>) {
     // rows of weight: a gather along dim 0 (its backward, a scatter-add, runs on the GPU too)
     const int64_t n = idx.numel(), E = weight.size(1);
     auto rows = Tensor<int64_t, D>(idx.reshape({n, 1}).expand({n, E}).contiguous());

@@ -21,10 +21,10 @@ template <class T, class D = CPU> Tensor<T, D> full(Shape s, T v) {
 template <class T, class D = CPU> Tensor<T, D> zeros(Shape s) { return full<T, D>(std::move(s), T(0)); }
 template <class T, class D = CPU> Tensor<T, D> ones(Shape s) { return full<T, D>(std::move(s), T(1)); }
 template <class T, class D = CPU> Tensor<T, D> eye(int64_t n, std::optional<int64_t> m = {}) {
-  if constexpr (std::is_same_v<D, CUDA>) return eye<T, CPU>(n, m).template to_device<CUDA>();
+  if constexpr (detail::device_memory_v<D>) return eye<T, CPU>(n, m).template to_device<D>();  // (made on the host)
   int64_t c = m.value_or(n);
   auto t = empty<T, D>({n, c});
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (detail::Backend<D>::has_data) {
     detail::kernel_step({t.impl().storage.get()}, [t, n, c] {
       T* p = t.mutable_data_ptr();
       std::fill(p, p + n * c, T(0));
@@ -43,9 +43,9 @@ template <class T, class D = CPU>
 Tensor<T, D> from_vector(const std::vector<T>& v, Shape shape) {
   REEL_CHECK(detail::numel_of(shape) == static_cast<int64_t>(v.size()), value_error, "from_vector: shape ", shape,
              " needs ", detail::numel_of(shape), " elements but the vector has ", v.size());
-  if constexpr (std::is_same_v<D, CUDA>) return from_vector<T, CPU>(v, std::move(shape)).template to_device<CUDA>();
+  if constexpr (detail::device_memory_v<D>) return from_vector<T, CPU>(v, std::move(shape)).template to_device<D>();  // (made on the host)
   auto t = empty<T, D>(std::move(shape));
-  if constexpr (std::is_same_v<D, CPU>) {
+  if constexpr (detail::Backend<D>::host_memory) {
     if (detail::CaptureTrace* c = detail::capturing())
       c->record({t.impl().storage.get()}, {}, [t, v] { std::copy(v.begin(), v.end(), t.mutable_data_ptr()); });
     else
@@ -135,9 +135,9 @@ REEL_HD T round_range_value(A v) {
 template <class T, class D, class F>
 Tensor<T, D> fill_by_index(int64_t n, F&& f) {
   auto t = empty<T, D>({n});
-  if constexpr (std::is_same_v<D, CUDA>) {
-    DeviceBackend<D>::fill_by_index(t.data_ptr(), n, f);  // f is __host__ __device__ under nvcc
-  } else if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (device_memory_v<D>) {
+    Backend<D>::fill_by_index(t.data_ptr(), n, f);  // f is __host__ __device__ under nvcc
+  } else if constexpr (Backend<D>::has_data) {
     kernel_step({t.impl().storage.get()}, [t, n, f] {
       T* p = t.mutable_data_ptr();
       parallel_range(n, [&](int64_t b, int64_t e) {
@@ -227,9 +227,9 @@ Tensor<T, D> arange(E end) {
 template <class T, class D = CPU>
 Tensor<T, D> rand(Shape shape, Generator& gen = default_generator()) {
   static_assert(is_floating_v<T> || is_complex_v<T>, "reel::rand: needs a floating point element type");
-  if constexpr (std::is_same_v<D, CUDA>) return rand<T, CPU>(std::move(shape), gen).template to_device<CUDA>();
+  if constexpr (detail::device_memory_v<D>) return rand<T, CPU>(std::move(shape), gen).template to_device<D>();  // (made on the host)
   auto t = empty<T, D>(std::move(shape));
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (detail::Backend<D>::has_data) {
     int64_t n = t.numel();
     T* p = t.data_ptr();
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
@@ -257,9 +257,9 @@ Tensor<T, D> rand(Shape shape, Generator& gen = default_generator()) {
 template <class T, class D = CPU>
 Tensor<T, D> randn(Shape shape, Generator& gen = default_generator()) {
   static_assert(is_floating_v<T> || is_complex_v<T>, "reel::randn: needs a floating point element type");
-  if constexpr (std::is_same_v<D, CUDA>) return randn<T, CPU>(std::move(shape), gen).template to_device<CUDA>();
+  if constexpr (detail::device_memory_v<D>) return randn<T, CPU>(std::move(shape), gen).template to_device<D>();  // (made on the host)
   auto t = empty<T, D>(std::move(shape));
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (detail::Backend<D>::has_data) {
     int64_t n = t.numel();
     T* p = t.data_ptr();
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
@@ -282,9 +282,9 @@ Tensor<T, D> randn(Shape shape, Generator& gen = default_generator()) {
 template <class T, class D = CPU>
 Tensor<T, D> randint(int64_t low, int64_t high, Shape shape, Generator& gen = default_generator()) {
   REEL_CHECK(low < high, value_error, "randint: expects 'low' < 'high', got low=", low, ", high=", high);
-  if constexpr (std::is_same_v<D, CUDA>) return randint<T, CPU>(low, high, std::move(shape), gen).template to_device<CUDA>();
+  if constexpr (detail::device_memory_v<D>) return randint<T, CPU>(low, high, std::move(shape), gen).template to_device<D>();  // (made on the host)
   auto t = empty<T, D>(std::move(shape));
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (detail::Backend<D>::has_data) {
     int64_t n = t.numel();
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       fill_randint<T>(gen, t.data_ptr(), n, low, high);

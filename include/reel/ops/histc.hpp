@@ -18,7 +18,7 @@ void histc(const Tensor<T, D>& x, int64_t bins, double min, double max, Tensor<T
   REEL_CHECK(min <= max, value_error, "histc: max must be larger than min, got min=", min, ", max=", max);
   REEL_CHECK(out.dim() == 1 && out.size(0) == bins, value_error, "histc: out must have shape [", bins, "], got ", out.sizes());
   detail::require_host_memory<D>("histc");
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (detail::Backend<D>::has_data) {
     auto xc = x.contiguous();
     const T* p = xc.data_ptr();
     int64_t n = xc.numel();

@@ -20,15 +20,15 @@ namespace detail {
 template <bool Scatter, class T, class D>
 Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t, D>& idx, int64_t d, const Shape& out_sizes) {
   auto out = empty<T, D>(out_sizes);
-  if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (Backend<D>::has_data) {
     out.fill_(T(0));
     if (out.numel() == 0 || idx.numel() == 0) return out;
     auto st = src.detach().transpose(d, -1).contiguous();
     auto it = idx.transpose(d, -1).contiguous();
     auto ot = Scatter ? Tensor<T, D>(out.transpose(d, -1).contiguous()) : empty<T, D>(it.sizes());
     int64_t k = it.size(-1), lines = it.numel() / k, n = Scatter ? ot.size(-1) : st.size(-1);
-    if constexpr (std::is_same_v<D, CUDA>) {
-      DeviceBackend<D>::template gather_lines<Scatter>(st.data_ptr(), it.data_ptr(), ot.mutable_data_ptr(), lines, k, n);
+    if constexpr (device_memory_v<D>) {
+      Backend<D>::template gather_lines<Scatter>(st.data_ptr(), it.data_ptr(), ot.mutable_data_ptr(), lines, k, n);
     } else {
       kernel_step({ot.impl().storage.get()}, {st.impl().storage.get(), it.impl().storage.get(), ot.impl().storage.get()},
                   [st, it, ot, lines, k, n] {

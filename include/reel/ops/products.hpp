@@ -42,10 +42,6 @@ extern "C" char* openblas_get_corename(void) __attribute__((weak));
 namespace reel::inline REEL_ABI {
 
 namespace detail {
-// CUDA tensors multiply through cuBLASLt: DeviceGemm<CUDA> (reel/cuda/blaslt.hpp, from
-// <cuda.hpp>) is the only definition, so CPU translation units never see CUDA code.
-template <class D> struct DeviceGemm;
-
 // Operands need unit inner stride (others are copied first).
 template <class T, class D>
 Tensor<T, D> unit_inner(const Tensor<T, D>& t) {
@@ -153,9 +149,9 @@ template <class T, class D>
 Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
   const int64_t B = a0.size(0), n = a0.size(1), m = b0.size(2);
   auto out = empty<T, D>({B, n, m});
-  if constexpr (std::is_same_v<D, CUDA>) {
-    DeviceGemm<D>::bmm(a0, b0, out);  // (fp16 / bf16 accumulate in fp32 inside cuBLASLt)
-  } else if constexpr (!std::is_same_v<D, Meta>) {
+  if constexpr (device_memory_v<D>) {
+    Backend<D>::bmm(a0, b0, out);  // (CUDA: cuBLASLt; fp16 / bf16 accumulate in fp32)
+  } else if constexpr (Backend<D>::has_data) {
     if (out.numel() == 0) return out;
     auto kernel = [](const Tensor<T, D>& a0, const Tensor<T, D>& b0, const Tensor<T, D>& out) {
       const int64_t B = a0.size(0), n = a0.size(1), k = a0.size(2), m = b0.size(2);

@@ -192,7 +192,7 @@ template <class R, RunKind K = RunKind::None, class T, class D, class F>
 Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const char* fn, F&& f) {
   auto p = plan_reduce(x.sizes(), dims, keepdim, fn);
   auto out = empty<R, D>(p.out);
-  if constexpr (std::is_same_v<D, CUDA>) {
+  if constexpr (device_memory_v<D>) {
     if constexpr (K == RunKind::None) {
       require_host_memory<D>(fn);
     } else {
@@ -200,9 +200,9 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
       constexpr bool extreme = K == RunKind::Max || K == RunKind::Min || K == RunKind::ArgMax || K == RunKind::ArgMin;
       if (p.inner == 0 && extreme && p.outer > 0)
         raise<index_error>(fn, ": cannot reduce over a zero-size dimension");
-      DeviceBackend<D>::template reduce_runs<K>(xp.data_ptr(), out.data_ptr(), p.outer, p.inner);
+      Backend<D>::template reduce_runs<K>(xp.data_ptr(), out.data_ptr(), p.outer, p.inner);
     }
-  } else if constexpr (!std::is_same_v<D, Meta>) {
+  } else if constexpr (Backend<D>::has_data) {
     auto run = [](const Tensor<T, D>& x, const ReducePlan& p, const Tensor<R, D>& out, const std::remove_cvref_t<F>& f,
                   const char* fn, const Shape& dims) {
       if constexpr ((K == RunKind::Sum || K == RunKind::Mean) && std::is_same_v<R, T> &&

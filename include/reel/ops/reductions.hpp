@@ -313,14 +313,14 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& x
   using R = detail::sum_t<T>;
   using Dv = detail::device_t<X>;
   int64_t d = detail::wrap_dim(dim, x.dim(), "cumsum");
-  if constexpr (std::is_same_v<Dv, Meta>) {
+  if constexpr (!detail::Backend<Dv>::has_data) {
     return empty<R, Dv>(x.sizes());
   } else {
     auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
     auto out = empty<R, Dv>(xt.sizes());
     int64_t len = xt.dim() ? xt.size(-1) : 1, lines = len ? xt.numel() / len : 0;
-    if constexpr (std::is_same_v<Dv, CUDA>) {
-      detail::DeviceBackend<Dv>::scan_lines(xt.data_ptr(), out.data_ptr(), lines, len);  // (Thrust)
+    if constexpr (detail::device_memory_v<Dv>) {
+      detail::Backend<Dv>::scan_lines(xt.data_ptr(), out.data_ptr(), lines, len);
     } else {
       detail::kernel_step({out.impl().storage.get()}, {xt.impl().storage.get()}, [xt, out, lines, len] {
         const T* s = xt.data_ptr();

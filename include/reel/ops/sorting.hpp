@@ -63,15 +63,15 @@ ValuesIndices<T, Dv> ordered_lines(const Tensor<T, Dv>& x, int64_t dim, int64_t 
   os.back() = k;
   auto vals = empty<T, Dv>(os);
   auto idx = empty<int64_t, Dv>(os);
-  if constexpr (std::is_same_v<Dv, CUDA>) {
-    // Thrust: every line sorted stably (ties keep index order), then the first k of each
+  if constexpr (detail::device_memory_v<Dv>) {
+    // the device: every line sorted stably (ties keep index order), then the first k of each
     auto fv = empty<T, Dv>(xt.sizes());
     auto fi = empty<int64_t, Dv>(xt.sizes());
-    DeviceBackend<Dv>::sort_lines(xt.data_ptr(), fv.mutable_data_ptr(), fi.mutable_data_ptr(), n ? xt.numel() / n : 0,
+    Backend<Dv>::sort_lines(xt.data_ptr(), fv.mutable_data_ptr(), fi.mutable_data_ptr(), n ? xt.numel() / n : 0,
                                   n, descending);
     vals = k == n ? fv : Tensor<T, Dv>(fv.slice(-1, 0, k).contiguous());
     idx = k == n ? fi : Tensor<int64_t, Dv>(fi.slice(-1, 0, k).contiguous());
-  } else if constexpr (!std::is_same_v<Dv, Meta>) {
+  } else if constexpr (detail::Backend<Dv>::has_data) {
     int64_t lines = n ? xt.numel() / n : 0;
     kernel_step({vals.impl().storage.get(), idx.impl().storage.get()}, {xt.impl().storage.get()},
                 [xt, vals, idx, lines, n, k, descending] {

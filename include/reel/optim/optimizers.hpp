@@ -12,11 +12,6 @@
 #include "optimizer.hpp"
 #include "adam_rule.hpp"
 
-// The fused CUDA optimizer steps (specialized in reel/cuda/multi_tensor.cuh, <cuda.hpp>).
-namespace reel::inline REEL_ABI::detail {
-template <class D> struct DeviceOptim;
-}
-
 namespace reel::inline REEL_ABI::optim {
 
 namespace detail {
@@ -91,7 +86,7 @@ template <class T, class D>
 bool adam_fused(const AdamOptions& o, bool decoupled, const std::vector<Tensor<T, D>>& params,
                 const std::vector<Tensor<T, D>>& grads, const std::vector<AdamState<T, D>*>& states,
                 const std::vector<double>& step_size, const std::vector<double>& bc2_sqrt) {
-  if constexpr (!std::is_same_v<D, CPU> || is_complex_v<T>) {  // (CUDA: DeviceOptim<CUDA>::adam)
+  if constexpr (!reel::detail::Backend<D>::host_memory || is_complex_v<T>) {  // (a device: Backend<D>::adam)
     return false;
   } else {
     if (!adam_fusable(o, params, grads, states)) return false;
@@ -161,9 +156,9 @@ void adam_update(const AdamOptions& o, bool decoupled, const std::vector<Tensor<
     s1.push_back(-(o.lr() / bc1));
     s2.push_back(std::sqrt(bc2));
   }
-  if constexpr (std::is_same_v<D, CUDA>) {
+  if constexpr (reel::detail::device_memory_v<D>) {
     // one multi-tensor kernel for the whole group (contiguous tensors autograd has no stake in)
-    if (reel::detail::DeviceOptim<D>::adam(o, decoupled, params, grads, states, s1, s2)) return;
+    if (reel::detail::Backend<D>::adam(o, decoupled, params, grads, states, s1, s2)) return;
   } else if (adam_fused(o, decoupled, params, grads, states, s1, s2)) {
     return;
   }
@@ -219,8 +214,8 @@ class SGD : public detail::Optimizer<T, D, SGDOptions, detail::SGDState<T, D>> {
   void step() override {
     namespace fe = reel::foreach;
     this->for_each_group([&](const SGDOptions& o, const auto& params, auto& grads, const auto& states) {
-      if constexpr (std::is_same_v<D, CUDA>)  // one multi-tensor kernel (contiguous tensors)
-        if (reel::detail::DeviceOptim<D>::sgd(o, params, grads, states)) return;
+      if constexpr (reel::detail::device_memory_v<D>)  // one multi-tensor kernel (contiguous tensors)
+        if (reel::detail::Backend<D>::sgd(o, params, grads, states)) return;
       if (o.maximize()) grads = fe::neg(grads);
       if (o.weight_decay() != 0) grads = fe::add(grads, params, o.weight_decay());
       if (o.momentum() != 0) {
