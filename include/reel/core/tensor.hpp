@@ -44,6 +44,12 @@ void require_host_memory(const char* fn) {
 // Returned by register_hook (defined by autograd).
 class RemovableHandle;
 
+// Where the members are defined: each by the layer it needs (DESIGN.md §1), so this class
+// compiles without the layers above it:
+//   here               metadata, data pointers, views, detach
+//   expr/assign.hpp    to_vector, clone, to<U>, to_device, copy_, fill_, add_, sub_, mul_, div_
+//   autograd/tensor_members.hpp   requires_grad_, grad, backward, hooks, retain_grad, ...
+//   ops/reductions.hpp sum, mean
 template <class T, class D>
 class Tensor {
   static_assert(Element<T>, "reel::Tensor: unsupported element type");
@@ -191,7 +197,7 @@ class Tensor {
   // f(grad) -> Tensor (a replacement gradient) or void; runs when this tensor's gradient is computed.
   template <class F> RemovableHandle register_hook(F&& f) const;
 
-  // ---- in place (each bumps the version counter)
+  // ---- in place (each bumps the version counter; expr/assign.hpp)
   template <class E> Tensor& copy_(const E& src);
   Tensor& fill_(T v);
   Tensor& zero_() { return fill_(T(0)); }
@@ -200,7 +206,7 @@ class Tensor {
   template <class E> Tensor& mul_(const E& other);
   template <class E> Tensor& div_(const E& other);
 
-  // Reductions as members, so `(x * x).sum()` reads naturally.
+  // Reductions as members, so `(x * x).sum()` reads naturally (ops/reductions.hpp).
   auto sum() const;
   auto mean() const;
 

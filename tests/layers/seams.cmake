@@ -1,0 +1,32 @@
+# Two properties of the layout under include/reel/ (issue 15), checked on the sources:
+#  1. one device seam: outside reel/cuda/ no header tests which device a tensor is on to pick
+#     a code path (std::is_same_v<D, CUDA>, ...); they ask detail::Backend<D> (core/backend.hpp).
+#     The one mapping from device tags to DeviceType (core/storage.hpp) is the exception.
+#  2. no header over 600 lines.
+cmake_policy(SET CMP0007 NEW)
+file(GLOB_RECURSE headers ${INC}/reel/*.hpp ${INC}/reel/*.cuh ${INC}/reel/*.inc)
+set(bad "")
+set(n 0)
+foreach(h IN LISTS headers)
+  math(EXPR n "${n} + 1")
+  file(READ ${h} text)
+  string(REGEX MATCHALL "\n" newlines "${text}")
+  list(LENGTH newlines len)
+  if(len GREATER 600)
+    string(APPEND bad "${h}: ${len} lines (at most 600)\n")
+  endif()
+  if(h MATCHES "/reel/cuda/" OR h MATCHES "/reel/core/storage\\.hpp$")
+    continue()
+  endif()
+  file(STRINGS ${h} hits REGEX "is_same(_v)?<[A-Za-z0-9_]+, *(CPU|CUDA|Meta)>")
+  foreach(line IN LISTS hits)
+    string(APPEND bad "${h}: names a device instead of asking Backend<D>: ${line}\n")
+  endforeach()
+endforeach()
+if(n LESS 50)
+  message(FATAL_ERROR "found only ${n} headers under ${INC}/reel")
+endif()
+if(bad)
+  message(FATAL_ERROR "${bad}")
+endif()
+message(STATUS "${n} headers: none over 600 lines; device code paths chosen through Backend<D> only")
