@@ -37,7 +37,7 @@ template <class T, class D> Tensor<T, D> make_tensor(Shape sizes);
 template <class D>
 void require_host_memory(const char* fn) {
   if constexpr (device_memory_v<D>)
-    raise<not_implemented_error>(fn, ": not implemented for ", D::name, " tensors yet (move the tensor with to_device<CPU>())");
+    raise<not_implemented_error>(fn, ": not implemented for CUDA tensors yet (move the tensor with to_device<CPU>())");
 }
 }  // namespace detail
 
