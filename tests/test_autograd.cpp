@@ -232,6 +232,19 @@ TEST_CASE("fmin / fmax: the gradient goes to the non-NaN input, ties split it") 
   check_close(t, {5, 6, 7});
 }
 
+TEST_CASE("relu's gradient is PyTorch's threshold_backward: zero where relu(x) <= 0, so it passes at NaN") {
+  // derivatives.yaml: relu -> threshold_backward(grad, result, 0), i.e. grad * !(result <= 0)
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  auto x = tensor<double>({nan, -0.0, 0.0, -1.0, 2.0, inf, -inf});
+  x.requires_grad_();
+  Td(relu(x)).backward(ones<double>({7}));
+  CHECK(x.grad().to_vector() == std::vector<double>{1, 0, 0, 0, 1, 1, 0});
+  // forward mode: the same factor times the tangent
+  autograd::forward_ad::dual_level level;
+  auto xd = autograd::forward_ad::make_dual(tensor<double>({nan, -0.0, 0.0, 3.0}), tensor<double>({2.0, 2.0, 2.0, 2.0}));
+  CHECK(autograd::forward_ad::unpack_dual(Td(relu(xd))).tangent.to_vector() == std::vector<double>{2, 0, 0, 2});
+}
+
 TEST_CASE("dropout: real and complex, gradient mask / (1 - p) under create_graph") {
   Generator gen(7);
   auto x = randn<double>({1000}, gen);

@@ -297,6 +297,33 @@ TEST_CASE("rounding, sign, relu, comparisons, where, nan_to_num") {
   CHECK(Tensor<bool>(logical_and(y > 0, isfinite(y))).to_vector() == std::vector<bool>{false, false, false, true});
 }
 
+TEST_CASE_TEMPLATE("floor, ceil and round keep the sign of zero on every path", T, float, double) {
+  // Against the C++ library's floor / ceil / nearbyint, sign bit included: a long contiguous
+  // tensor (Eigen's vectorized kernels) and a strided view of it (the scalar path).
+  const T inf = std::numeric_limits<T>::infinity();
+  const std::vector<T> pattern{T(-0.0), T(0.0), T(-0.4), T(0.4), T(-0.5), T(0.5), T(-0.6), T(-1.5), T(2.5),
+                               T(-2.5), T(1e30), T(-1e30), inf, -inf, std::numeric_limits<T>::quiet_NaN()};
+  std::vector<T> v;
+  for (int i = 0; v.size() < 4099; ++i) v.push_back(pattern[i % pattern.size()]);
+  auto x = from_vector<T>(v);
+  auto same = [](T got, T want) {
+    return (std::isnan(got) && std::isnan(want)) || (got == want && std::signbit(got) == std::signbit(want));
+  };
+  auto check = [&](const Tensor<T>& in, const char* name, auto f, const std::vector<T>& got) {
+    auto iv = in.to_vector();
+    REQUIRE(got.size() == iv.size());
+    for (size_t i = 0; i < iv.size(); ++i) {
+      INFO(name, "(", iv[i], ")");
+      CHECK(same(got[i], f(iv[i])));
+    }
+  };
+  for (const Tensor<T>& in : {x, Tensor<T>(x.slice(0, 0, 4099, 2))}) {
+    check(in, "floor", [](T a) { return std::floor(a); }, Tensor<T>(floor(in)).to_vector());
+    check(in, "ceil", [](T a) { return std::ceil(a); }, Tensor<T>(ceil(in)).to_vector());
+    check(in, "round", [](T a) { return std::nearbyint(a); }, Tensor<T>(round(in)).to_vector());
+  }
+}
+
 TEST_CASE("complex elementwise") {
   using C = std::complex<double>;
   auto z = from_vector<C>({C(1, 2), C(-3, 4), C(0, -1)});

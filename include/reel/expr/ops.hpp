@@ -264,7 +264,10 @@ struct ReluOp : SameTypeRule {
     REEL_REQUIRE_ORDERED(C, "relu");
     return x > C(0) ? x : (detail::is_nan(x) ? x : C(0));
   }
-  template <class O, class X> auto d0(const O&, const X& x) const { return cast<detail::value_t<X>>(gt(x, 0)); }
+  // PyTorch's threshold_backward: the gradient is zeroed where relu(x) <= 0, so it passes at NaN
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    return cast<detail::value_t<X>>(logical_not(le(x, 0)));
+  }
 };
 struct AbsOp : ToRealRule {
   static constexpr bool holomorphic = false;
@@ -326,9 +329,11 @@ struct SignOp : SameTypeRule {
       else                                                                                         \
         return x;                                                                                  \
     }                                                                                              \
+    /* Eigen's kernels without SSE4.1 lose the sign of a zero result (floor(-0.0), ceil(-0.4));  \
+       a zero result takes the input's sign (x * 0), as the scalar functions give it */            \
     template <class C, class A>                                                                    \
       requires detail::vec_float_v<C>                                                              \
-    auto vec(const A& a) const { return VEC; }                                                     \
+    auto vec(const A& a) const { return ((VEC) == C(0)).select(a * C(0), VEC); }                 \
     template <class O, class X> auto d0(const O&, const X&) const { return 0; }                    \
   };
 REEL_ROUNDING(FloorOp, "floor", std::floor, a.floor())
