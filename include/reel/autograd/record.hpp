@@ -338,44 +338,6 @@ template <class Op, class... A> bool any_leaf_meta(const Expr<Op, A...>& e) {
   return std::apply([&](const auto&... a) { return (false || ... || any_leaf_meta(a)); }, e.args);
 }
 
-template <class R, class D, class E>
-PendingRecord begin_record(const E& e) {
-  PendingRecord p;
-  if constexpr (autograd_type_v<R, D>) {
-    if (!any_leaf_meta(e)) return p;
-    const GradPtr* leaves[kMaxOperands];
-    const TensorImpl* lp[kMaxOperands];
-    size_t n = 0;
-    collect_leaf_impls(e, leaves, n);
-    for (size_t k = 0; k < n; ++k) lp[k] = leaves[k]->get();
-    if (!autograd_needed(lp, n)) return p;
-    p.active = true;
-    p.inputs.reserve(n);
-    for (size_t k = 0; k < n; ++k) p.inputs.push_back({*leaves[k], version_of(*lp[k])});
-  }
-  return p;
-}
-template <class R, class D, class E>
-void finish_record(PendingRecord& p, const Tensor<R, D>& out, const E& e) {
-  if constexpr (autograd_type_v<R, D>) {
-    if (!p.active) return;
-    GraphRecord rec;
-    rec.graph = &scratch_graph();
-    ir::Builder b{*rec.graph};
-    rec.roots.push_back(ir::to_ir_as<R, D>(b, e));
-    rec.inputs = std::move(p.inputs);
-    rec.outputs.push_back(out.impl_ptr());
-    record_graph(std::move(rec));
-  }
-}
-template <class R, class D, class E>
-void record_expr(const Tensor<R, D>& out, const E& e) {
-  if constexpr (autograd_type_v<R, D>) {
-    auto p = begin_record<R, D>(e);
-    finish_record(p, out, e);
-  }
-}
-
 // Sums a gradient over the dimensions that broadcasting added or expanded.
 template <class T, class D>
 Tensor<T, D> reduce_to(const Tensor<T, D>& g, const Shape& sizes) {
@@ -499,48 +461,15 @@ template <class T, class D> const GradType* grad_type_ptr() {
   else
     return nullptr;
 }
-template <class T, class D>
-Tensor<T, D> record_view(const Tensor<T, D>& in, Tensor<T, D> out, ViewSpec spec) {
-  if constexpr (autograd_type_v<T, D>)
-    return Tensor<T, D>(record_view_erased(in.impl_ptr(), out.impl_ptr(), std::move(spec), grad_type_ptr<T, D>()));
-  return out;
-}
-template <class T, class D>
-Tensor<T, D> record_clone(const Tensor<T, D>& in, Tensor<T, D> out) {
-  if constexpr (autograd_type_v<T, D>)
-    return Tensor<T, D>(record_clone_erased(in.impl_ptr(), out.impl_ptr(), grad_type_ptr<T, D>()));
-  return out;
-}
-
-// In-place writes: refused where the result would silently lose gradient.
-template <class T, class D>
-void check_inplace(const Tensor<T, D>& out, bool records) {
-  if constexpr (autograd_type_v<T, D>) {
-    auto* m = meta_of(out.impl());
-    if (grad_mode_flag() && m && m->requires_grad && !m->grad_fn)
-      raise<error>("a leaf tensor that requires grad is being used in an in-place operation; do it under ",
-                   "autograd::no_grad, or on a clone");
-    if (!records && !(m && m->grad_fn)) return;
-    bool partial = out.storage_offset() != 0 || !out.is_contiguous() ||
-                   static_cast<size_t>(out.numel()) * sizeof(T) < out.impl().storage->nbytes;
-    REEL_CHECK(!(m && m->is_view) && !(records && partial), not_implemented_error,
-               "autograd: an in-place write into a view (part of another tensor's storage) is not supported when ",
-               "either side requires grad or has a tangent; build the result out of place (cat, stack, where) instead");
-    if (!records && m) {  // overwritten by a constant: no history any more
-      m->grad_fn.reset();
-      m->requires_grad = false;
-      m->tangents.clear();
-    }
-  }
-}
-
 #if !defined(REEL_NO_AUTOGRAD)
 // Autograd installed in the core (core/recorder.hpp): what views, clones, evaluated
-// expressions and in-place writes record.
+// expressions and in-place writes record (nothing for element types without gradients).
 template <class T, class D>
 struct Recorder {
   static Tensor<T, D> view(const Tensor<T, D>& in, Tensor<T, D> out, const ViewSpec& spec) {
-    return record_view(in, std::move(out), spec);
+    if constexpr (autograd_type_v<T, D>)
+      return Tensor<T, D>(record_view_erased(in.impl_ptr(), out.impl_ptr(), spec, grad_type_ptr<T, D>()));
+    return out;
   }
   static Tensor<T, D> as_strided(const Tensor<T, D>& in, Tensor<T, D> out) {
     REEL_CHECK(!(grad_mode_flag() && impl_requires_grad(in.impl())), not_implemented_error,
@@ -548,11 +477,68 @@ struct Recorder {
                "permute, expand, ...) or detach() first");
     return out;
   }
-  static Tensor<T, D> clone(const Tensor<T, D>& in, Tensor<T, D> out) { return record_clone(in, std::move(out)); }
-  template <class E> static PendingRecord begin(const E& e) { return begin_record<T, D>(e); }
-  template <class E> static void finish(PendingRecord& p, const Tensor<T, D>& out, const E& e) { finish_record(p, out, e); }
-  template <class E> static void record(const Tensor<T, D>& out, const E& e) { record_expr(out, e); }
-  static void check_inplace(const Tensor<T, D>& out, bool records) { detail::check_inplace(out, records); }
+  static Tensor<T, D> clone(const Tensor<T, D>& in, Tensor<T, D> out) {
+    if constexpr (autograd_type_v<T, D>)
+      return Tensor<T, D>(record_clone_erased(in.impl_ptr(), out.impl_ptr(), grad_type_ptr<T, D>()));
+    return out;
+  }
+  template <class E>
+  static PendingRecord begin(const E& e) {
+    PendingRecord p;
+    if constexpr (autograd_type_v<T, D>) {
+      if (!any_leaf_meta(e)) return p;
+      const GradPtr* leaves[kMaxOperands];
+      const TensorImpl* lp[kMaxOperands];
+      size_t n = 0;
+      collect_leaf_impls(e, leaves, n);
+      for (size_t k = 0; k < n; ++k) lp[k] = leaves[k]->get();
+      if (!autograd_needed(lp, n)) return p;
+      p.active = true;
+      p.inputs.reserve(n);
+      for (size_t k = 0; k < n; ++k) p.inputs.push_back({*leaves[k], version_of(*lp[k])});
+    }
+    return p;
+  }
+  template <class E>
+  static void finish(PendingRecord& p, const Tensor<T, D>& out, const E& e) {
+    if constexpr (autograd_type_v<T, D>) {
+      if (!p.active) return;
+      GraphRecord rec;
+      rec.graph = &scratch_graph();
+      ir::Builder b{*rec.graph};
+      rec.roots.push_back(ir::to_ir_as<T, D>(b, e));
+      rec.inputs = std::move(p.inputs);
+      rec.outputs.push_back(out.impl_ptr());
+      record_graph(std::move(rec));
+    }
+  }
+  template <class E>
+  static void record(const Tensor<T, D>& out, const E& e) {
+    if constexpr (autograd_type_v<T, D>) {
+      auto p = begin(e);
+      finish(p, out, e);
+    }
+  }
+  // In-place writes: refused where the result would silently lose gradient.
+  static void check_inplace(const Tensor<T, D>& out, bool records) {
+    if constexpr (autograd_type_v<T, D>) {
+      auto* m = meta_of(out.impl());
+      if (grad_mode_flag() && m && m->requires_grad && !m->grad_fn)
+        raise<error>("a leaf tensor that requires grad is being used in an in-place operation; do it under ",
+                     "autograd::no_grad, or on a clone");
+      if (!records && !(m && m->grad_fn)) return;
+      bool partial = out.storage_offset() != 0 || !out.is_contiguous() ||
+                     static_cast<size_t>(out.numel()) * sizeof(T) < out.impl().storage->nbytes;
+      REEL_CHECK(!(m && m->is_view) && !(records && partial), not_implemented_error,
+                 "autograd: an in-place write into a view (part of another tensor's storage) is not supported when ",
+                 "either side requires grad or has a tangent; build the result out of place (cat, stack, where) instead");
+      if (!records && m) {  // overwritten by a constant: no history any more
+        m->grad_fn.reset();
+        m->requires_grad = false;
+        m->tangents.clear();
+      }
+    }
+  }
 };
 #endif
 
