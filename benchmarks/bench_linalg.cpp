@@ -4,15 +4,15 @@
 //   2. det: value + gradient / value (<= 3 wanted);
 //   3. logabsdet: Hessian-vector product (autograd::functional::hvp, reverse over reverse)
 //      / value (<= 6 wanted).
+#include <reel/linalg.hpp>  // (before Eigen: reel includes Eigen with its fast math off)
+#include <reel/reel.hpp>
+
 #include <Eigen/LU>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
-
-#include <reel/linalg.hpp>
-#include <reel/reel.hpp>
 
 #include "median_timer.hpp"
 

@@ -332,3 +332,29 @@ TEST_CASE("autograd::backward with several outputs and explicit gradients") {
   autograd::backward({a, b}, {tensor<double>({1.0, 1.0}), tensor<double>({0.5, 0.5})});
   check_close(x.grad(), {3, 4});
 }
+
+TEST_CASE("piecewise-constant ops give zero gradients; bool results cut the graph (PyTorch)") {
+  for (int k = 0; k < 3; ++k) {
+    auto x = tensor<double>({1.5, -0.5, 2.0}).requires_grad_();
+    Tensor<double> y = k == 0 ? Tensor<double>(floor(x)) : k == 1 ? Tensor<double>(sign(x) * 2) : Tensor<double>(ceil(x) + round(x));
+    CHECK(y.requires_grad());
+    sum(y).backward();
+    REQUIRE(x.grad().defined());  // PyTorch: zeros, not None
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 0, 0});
+  }
+  auto x = tensor<double>({1.5, -0.5}).requires_grad_();
+  CHECK_FALSE(Tensor<bool>(gt(x, 0)).requires_grad());
+  CHECK_FALSE(Tensor<double>(cast<double>(gt(x, 0)) * 2).requires_grad());
+  CHECK_FALSE(Tensor<int64_t>(cast<int64_t>(x)).requires_grad());
+  // through a where, x reaches the result only via its condition: no gradient either
+  auto w = tensor<double>({3.0, 4.0}).requires_grad_();
+  Tensor<double> z = where(gt(x, 0), w, 0.0);
+  sum(z).backward();
+  CHECK(w.grad().to_vector() == std::vector<double>{1, 0});
+  CHECK_FALSE(x.grad().defined());
+  // one path through a bool, one through floor: the gradient is zeros
+  auto v = tensor<double>({1.5, -0.5}).requires_grad_();
+  sum(Tensor<double>(cast<double>(gt(v, 0)) + floor(v))).backward();
+  REQUIRE(v.grad().defined());
+  CHECK(v.grad().to_vector() == std::vector<double>{0, 0});
+}

@@ -43,6 +43,12 @@ TEST_CASE("check_ad: unary elementwise ops") {
   AD1(nn::functional::gelu(x), a23());
   AD1(nn::functional::gelu(x, true), a23());
   AD1(nn::functional::hardtanh(x), a23());
+  AD1(nn::functional::softplus(x), a23());
+  AD1(nn::functional::softplus(x, 2.0, 1.0), a23());
+  AD1(nn::functional::elu(x, 0.7), a23());
+  AD1(nn::functional::selu(x), a23());
+  AD1(nn::functional::leaky_relu(x, 0.2), a23());
+  AD1(nn::functional::silu(x), a23());
   AD1(clamp(x, -0.5, 1.0), a23());
   AD1(clamp_min(x, 0.1), a23());
   AD1(clamp_max(x, 0.1), a23());
@@ -222,7 +228,7 @@ TEST_CASE("check_ad: every op of REEL_UNARY_OPS and REEL_BINARY_OPS, real and co
 #undef REEL_LIST_BINARY
 #undef REEL_LIST_INPLACE_0
 #undef REEL_LIST_INPLACE_1
-  CHECK(real_checked == 33);     // the lists' ops with a real result (all but the bool-valued ones)
+  CHECK(real_checked == 43);     // the lists' ops with a real result (all but the bool-valued ones)
   CHECK(complex_checked == 22);  // the same for the complex ops
 }
 

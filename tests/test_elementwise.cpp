@@ -89,12 +89,22 @@ TEST_CASE("float ops (Eigen's vectorized kernels) are accurate to float precisio
 }
 
 TEST_CASE("half and bfloat16 compute in float and round once") {
+  // a C++ number stays a float (PyTorch's op-math), only the result is rounded
   auto h = tensor<half>({1.0, 2.0, 3.0});
   Tensor<half> r = h * 0.1 + 1;
   for (int i = 0; i < 3; ++i) {
-    float want = static_cast<float>(h.to_vector()[i]) * static_cast<float>(half(0.1f)) + 1.0f;
+    float want = static_cast<float>(h.to_vector()[i]) * 0.1f + 1.0f;
     CHECK(static_cast<float>(r.to_vector()[i]) == static_cast<float>(half(want)));
   }
+  CHECK(static_cast<float>(Tensor<half>(tensor<half>({3.0}) * 0.1).item()) == static_cast<float>(half(3.0f * 0.1f)));
+  CHECK(static_cast<float>(half(3.0f * 0.1f)) == 0.300048828125f);  // (PyTorch's value; 0.2998046875 rounding 0.1 first)
+  auto big = Tensor<half>(tensor<half>({1.0, -1.0, 0.5, 0.0}) * 70000).to_vector();  // 70000 is inf in half
+  CHECK(std::isinf(static_cast<float>(big[0])));
+  CHECK(static_cast<float>(big[1]) == -std::numeric_limits<float>::infinity());
+  CHECK(static_cast<float>(big[2]) == 35008.0f);
+  CHECK(static_cast<float>(big[3]) == 0.0f);
+  auto bf = Tensor<bfloat16>(tensor<bfloat16>({3.0}) / 3.3).item();
+  CHECK(static_cast<float>(bf) == static_cast<float>(bfloat16(3.0f / 3.3f)));
   Tensor<bfloat16> b = exp(tensor<bfloat16>({0.0, 1.0}));
   CHECK(static_cast<float>(b.to_vector()[1]) == static_cast<float>(bfloat16(std::exp(1.0f))));
 }
@@ -280,7 +290,7 @@ TEST_CASE("rounding, sign, relu, comparisons, where, nan_to_num") {
   auto s = Tensor<double>(sign(x)).to_vector();
   CHECK(s[0] == -1);
   CHECK(s[3] == 1);
-  CHECK(std::isnan(s[5]));
+  CHECK(s[5] == 0);  // sign(NaN) is 0 in PyTorch 2.15 (tests/reference/edge_values.hpp)
   CHECK(Tensor<double>(relu(x)).to_vector()[3] == 1.5);
   CHECK(Tensor<double>(relu(x)).to_vector()[0] == 0);
   CHECK(Tensor<bool>(x > 0).to_vector() == std::vector<bool>{false, false, true, true, true, false});
@@ -391,4 +401,34 @@ TEST_CASE("independent computations on two std::threads (each using the thread p
   CHECK(r2[1] == doctest::Approx(2 + 1 * k));
   CHECK(r1[0] == doctest::Approx((2 - k) * (1 << 18)));
   CHECK(r2[0] == doctest::Approx((2 + k) * (1 << 18)));
+}
+
+TEST_CASE("vectorized sqrt, rsqrt, exp, log and sigmoid keep IEEE values at inf, -0, denormals and underflow") {
+  auto run = [](auto zero) {
+    using T = decltype(zero);
+    using L = std::numeric_limits<T>;
+    const std::vector<T> edge = {L::infinity(), -L::infinity(), T(0), -T(0), L::denorm_min(), L::min() / 8, T(-800),
+                                 T(800), T(-120), T(100), T(1e-3), T(2), L::quiet_NaN(), L::max(), T(-L::max())};
+    std::vector<T> v;
+    for (int i = 0; i < 70; ++i) v.push_back(edge[(i * 7) % edge.size()]);  // at every lane position
+    auto x = from_vector<T>(v);
+    auto same = [](T got, T want, double tol) {
+      if (std::isnan(want)) return std::isnan(got);
+      if (want == 0 || std::isinf(want)) return got == want && std::signbit(got) == std::signbit(want);
+      return std::abs(static_cast<double>(got) - static_cast<double>(want)) <= tol * std::abs(static_cast<double>(want));
+    };
+    const double tol = std::is_same_v<T, float> ? 4e-7 : 1e-15;
+    auto s = Tensor<T>(sqrt(x)).to_vector(), r = Tensor<T>(rsqrt(x)).to_vector(), e = Tensor<T>(exp(x)).to_vector();
+    auto l = Tensor<T>(log(x)).to_vector(), g = Tensor<T>(sigmoid(x)).to_vector();
+    for (size_t i = 0; i < v.size(); ++i) {
+      CAPTURE(v[i]);
+      CHECK(same(s[i], std::sqrt(v[i]), 0));  // correctly rounded, as IEEE sqrt
+      CHECK(same(r[i], T(1) / std::sqrt(v[i]), tol));
+      CHECK(same(e[i], std::exp(v[i]), 4 * tol));
+      CHECK(same(l[i], std::log(v[i]), 4 * tol));
+      CHECK(same(g[i], T(1) / (T(1) + std::exp(-v[i])), 4 * tol));
+    }
+  };
+  run(0.0f);
+  run(0.0);
 }

@@ -261,3 +261,15 @@ TEST_CASE("jacfwd, jacrev and hessian (forward over reverse, all directions in o
   check_close(hvb[0].select(0, 1), {0, 0, 0});
   CHECK_THROWS_AS(F::hessian([](const Td& v) { return Td(v * v); }, x), value_error);  // not a scalar
 }
+
+TEST_CASE("piecewise-constant ops: zero tangents, as PyTorch's (floor, sign, round)") {
+  fad::dual_level level;
+  auto x = fad::make_dual(tensor<double>({1.5, -0.5}), tensor<double>({1.0, 2.0}));
+  for (const Tensor<double>& y : {Tensor<double>(floor(x)), Tensor<double>(sign(x)), Tensor<double>(round(x) * 3)}) {
+    auto [p, t] = fad::unpack_dual(y);
+    REQUIRE(t.defined());
+    CHECK(t.to_vector() == std::vector<double>{0, 0});
+  }
+  auto [p, t] = fad::unpack_dual(Tensor<double>(floor(x) + x));
+  CHECK(t.to_vector() == std::vector<double>{1, 2});
+}

@@ -278,3 +278,13 @@ TEST_CASE("reduced-precision element types reduce in float and print") {
   os << f8;
   CHECK(os.str() == "tensor([ 0.5000,  1.5000, -2.0000], dtype=torch.float8_e4m3fn)");
 }
+
+TEST_CASE("prod of integer tensors: int64 result, wrapping modulo 2^64 (PyTorch)") {
+  static_assert(std::is_same_v<decltype(prod(tensor<int32_t>({1})))::value_type, int64_t>);
+  static_assert(std::is_same_v<decltype(prod(tensor<bool>({true})))::value_type, int64_t>);
+  CHECK(prod(tensor<int32_t>({100000, 100000, 100000})).item() == 1000000000000000LL);
+  // 2^31 * 2^31 * 3 = 3 * 2^62 = 2^63 + 2^62, which wraps to -2^62
+  CHECK(prod(tensor<int64_t>({int64_t(1) << 31, int64_t(1) << 31, 3})).item() == -(int64_t(1) << 62));
+  CHECK(prod(from_vector<uint8_t>({2, 3, 4, 5}, {2, 2}), {1}).to_vector() == std::vector<int64_t>{6, 20});
+  CHECK(prod(tensor<bool>({true, false})).item() == 0);
+}

@@ -98,6 +98,7 @@ struct BackwardPlan {
   bool use_values = false;
   std::shared_ptr<const Graph> graph;  // the forward graph plus the adjoint nodes
   std::vector<int> roots;              // adjoint of each input leaf slot (-1: none)
+  std::vector<char> zero;              // input slots whose gradient is zeros (no adjoint node)
   std::vector<char> live;              // nodes of `graph` the roots depend on
 };
 struct PlanCache {
@@ -147,6 +148,15 @@ struct Builder {
     // An op of constants is a constant (the exponent b - 1 in pow's derivative, ...): folded
     // here, so the evaluator sees a repeated value (and a vector form that needs one) rather
     // than a chunk it computes again for every element.
+    // where(c, x, y) with c a constant is x or y (pow's derivative tests its exponent).
+    if constexpr (std::is_same_v<Op, WhereOp>) {
+      const IrNode& c = g.nodes[args[0]];
+      if (c.kind == Kind::Const && t == g.nodes[args[1]].type && t == g.nodes[args[2]].type) {
+        bool nonzero = false;  // the condition, converted from bool: 0 or 1 in t's type
+        for (int k = 0; k < t->size; ++k) nonzero = nonzero || c.data[k] != 0;
+        return args[nonzero ? 1 : 2];
+      }
+    }
     bool folds = nargs > 0;
     for (int k = 0; k < nargs; ++k) folds = folds && g.nodes[args[k]].kind == Kind::Const;
     if (folds) {
@@ -168,6 +178,19 @@ struct Builder {
     return push(n);
   }
 };
+
+// The nodes of g that depend on a leaf slot marked in `from` through floating-point values
+// (a bool or integer result, as of x > 0, cuts the dependence).
+inline std::vector<char> reached_from(const Graph& g, const std::vector<char>& from) {
+  std::vector<char> r(g.nodes.size(), 0);
+  for (size_t k = 0; k < from.size(); ++k) r[g.leaf_node[k]] = from[k];
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const IrNode& n = g.nodes[i];
+    if (n.kind != Kind::Op || !n.type->grad) continue;
+    for (int k = 0; k < n.nargs; ++k) r[i] = r[i] || r[n.args[k]];
+  }
+  return r;
+}
 
 // Converts between element types inside a graph (IR only; the typed engine converts inline).
 template <class U>
@@ -244,7 +267,7 @@ template <class Op, class... A> inline constexpr int node_bound_v<Expr<Op, A...>
 // ------------------------------------------------------------------ typed trees -> graph
 template <class Dev, class T, class D> int to_ir(Builder& b, const Tensor<T, D>&) { return b.leaf(&type_info<T, Dev>()); }
 template <class Dev, class T> int to_ir(Builder&, const Sym<T>& s) { return s.id; }
-template <class Dev, class T> int to_ir(Builder& b, const Scalar<T>& s) { return b.constant(&type_info<T, Dev>(), s.value); }
+template <class Dev, class T> int to_ir(Builder& b, const Scalar<T>& s) { return b.constant(&type_info<T, Dev>(), convert<T>(s.value)); }
 template <class To, class From, class Dev> int convert_node(Builder& b, int id) {
   if constexpr (std::is_same_v<To, From>) {
     return id;

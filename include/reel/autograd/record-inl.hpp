@@ -214,6 +214,21 @@ REEL_INLINE void record_graph(GraphRecord rec) {
   std::vector<uint64_t> levels;
   if (any_level_active()) collect_levels(lp.p, n_in, levels);
   if (!reverse && levels.empty()) return;
+  // Outputs that depend on the inputs needing gradients only through bool or integer values
+  // (x > 0, a cast to int) get no history, as in PyTorch.
+  std::vector<char> reached;
+  if (reverse) {
+    bool cuts = false;
+    for (const auto& n : rec.graph->nodes) cuts = cuts || (n.kind == ir::Kind::Op && !n.type->grad);
+    if (cuts) {
+      std::vector<char> from(n_in, 0);
+      for (size_t k = 0; k < n_in; ++k) from[k] = lp.p[k] && impl_requires_grad(*lp.p[k]);
+      reached = ir::reached_from(*rec.graph, from);
+      reverse = false;
+      for (size_t r = 0; r < rec.roots.size(); ++r) reverse = reverse || reached[rec.roots[r]];
+      if (!reverse && levels.empty()) return;
+    }
+  }
 
   const size_t nr = rec.roots.size();
   PoolVector<IrFunction::Out> outs(nr);
@@ -254,7 +269,8 @@ REEL_INLINE void record_graph(GraphRecord rec) {
       if (keep_all || plan->live[F->leaf_node[o.value_slot]])
         o.value = {plain_alias(*rec.outputs[r]), version_of(*rec.outputs[r])};
     }
-    for (size_t r = 0; r < nr; ++r) set_history(*rec.outputs[r], node, static_cast<int>(r));
+    for (size_t r = 0; r < nr; ++r)
+      if (reached.empty() || reached[rec.roots[r]]) set_history(*rec.outputs[r], node, static_cast<int>(r));
   }
   for (uint64_t level : levels) {
     const int64_t batch = level_batch(level);  // vector mode: tangents are [batch, *sizes]
@@ -280,8 +296,16 @@ REEL_INLINE void record_graph(GraphRecord rec) {
     if (batch > 1 && !grad_mode_flag() && level_state().live.size() == 1)
       hoist_primal_parts(T, leaves, troots, F->leaves.size());
     auto res = ir_apply(T, std::move(leaves), troots);
+    std::vector<char> reach;  // (computed when first needed)
     for (size_t r = 0; r < nr; ++r) {
-      if (!res[r]) continue;
+      if (!res[r]) {
+        // reached only through piecewise-constant ops (floor, sign, ...): a zero tangent, as
+        // in PyTorch (not in vector mode, where a missing tangent already means zero)
+        if (batch || !F->nodes[rec.roots[r]].type->grad) continue;
+        if (reach.empty()) reach = ir::reached_from(*F, with);
+        if (reach[rec.roots[r]]) set_tangent(*rec.outputs[r], level, F->nodes[rec.roots[r]].type->grad->zeros(rec.outputs[r]->sizes));
+        continue;
+      }
       Shape want = rec.outputs[r]->sizes;
       if (batch) want.insert(0, batch);
       if (res[r]->sizes != want) {  // an in-place write broadcast its source (or a tangent was smaller)

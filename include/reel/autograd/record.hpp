@@ -238,9 +238,23 @@ struct IrFunction : Node {
         adj[a] = adj[a] < 0 ? contrib[k] : F.nodes[a].type->add(b, adj[a], contrib[k]);
       }
     }
+    // An input the outputs depend on only through piecewise-constant ops (floor, sign, ...:
+    // no rule, a floating result) gets a zero gradient, as in PyTorch; one they reach only
+    // through a bool or integer result (x > 0, a cast to int) gets none.
+    std::vector<char> reached(F.nodes.size(), 0);
+    for (const auto& o : outs) reached[o.root] = 1;
+    for (size_t i = F.nodes.size(); i-- > 0;) {
+      const auto& n = F.nodes[i];
+      if (!reached[i] || n.kind != ir::Kind::Op || !needs[i] || !n.type->grad) continue;
+      for (int k = 0; k < n.nargs; ++k) reached[n.args[k]] = 1;
+    }
     plan->roots.assign(n_in, -1);
+    plan->zero.assign(n_in, 0);
     for (size_t k = 0; k < n_in; ++k)
-      if (next[k].fn) plan->roots[k] = adj[F.leaf_node[k]];
+      if (next[k].fn) {
+        plan->roots[k] = adj[F.leaf_node[k]];
+        plan->zero[k] = plan->roots[k] < 0 && reached[F.leaf_node[k]];
+      }
     plan->live = live_nodes(*B, plan->roots);
     plan->graph = std::move(B);
     return plan;
@@ -298,8 +312,10 @@ struct IrFunction : Node {
       leaves[o.grad_slot] = grads[r];
     }
     auto res = ir_apply(*plan->graph, std::move(leaves), plan->roots, live);
-    for (size_t k = 0; k < n_in; ++k)
+    for (size_t k = 0; k < n_in; ++k) {
       if (res[k] && res[k]->sizes != input_sizes[k]) res[k] = F.leaves[k]->grad->reduce_to(res[k], input_sizes[k]);
+      if (plan->zero[k]) res[k] = F.leaves[k]->grad->zeros(input_sizes[k]);
+    }
     return res;
   }
 };

@@ -1,4 +1,12 @@
 #pragma once
+// Eigen's fast math (its default) takes float sqrt as x * rsqrt(x) with one Newton step: NaN
+// at inf, +0 at -0.0, 0 for denormals, and not correctly rounded. reel's values are IEEE's (as
+// PyTorch's), so Eigen is included with it off; reel keeps Eigen's fast float tanh itself.
+#if !defined(EIGEN_FAST_MATH)
+#define EIGEN_FAST_MATH 0
+#elif EIGEN_FAST_MATH && !defined(REEL_ALLOW_EIGEN_FAST_MATH)
+#error "reel: Eigen was included before reel with EIGEN_FAST_MATH on (its float sqrt is wrong at inf, -0.0 and denormals): include reel first, or define EIGEN_FAST_MATH 0 (or REEL_ALLOW_EIGEN_FAST_MATH to accept it)"
+#endif
 // The settings that change reel's inline definitions, named in an inline namespace that holds
 // everything reel declares (reel::cfg_<autograd>_<threads>_<mode>::Tensor, ...). Translation
 // units compiled with different settings then use different entities instead of silently

@@ -39,7 +39,7 @@ struct DLeaf {
 };
 template <class T>
 struct DScalar {
-  T v;
+  compute_t<T> v;
   REEL_HD auto eval(const int64_t*) const { return convert<compute_t<T>>(v); }
 };
 template <class Op, class C, class... A> struct DNode;

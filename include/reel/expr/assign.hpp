@@ -20,7 +20,7 @@ void assign_expr(const Tensor<T, D>& out, const E& e) {
     Recorder<T, D>::check_inplace(out, false);
     if constexpr (Backend<D>::has_data) {
       if (out.is_contiguous() && Backend<D>::host_memory) {
-        kernel_step({out.impl().storage.get()}, [out, v = e.value] {
+        kernel_step({out.impl().storage.get()}, [out, v = convert<T>(e.value)] {
           std::fill(out.mutable_data_ptr(), out.mutable_data_ptr() + out.numel(), v);
         });
       } else {

@@ -16,8 +16,13 @@ template <class T>
 struct Scalar : ExprBase {
   using value_type = T;
   using device_type = void;
-  T value;
-  explicit Scalar(T v) : value(v) {}
+  // held in the compute type: with a half / bfloat16 tensor a C++ number stays a float (PyTorch's
+  // op-math: half_tensor * 70000 is 35008 at 0.5, not inf), while the result type stays T
+  compute_t<T> value;
+  explicit Scalar(compute_t<T> v) : value(v) {}
+  explicit Scalar(T v)
+    requires(!std::is_same_v<T, compute_t<T>>)
+      : value(convert<compute_t<T>>(v)) {}
 };
 
 template <class Op, class... Args>
@@ -116,7 +121,7 @@ auto wrap_scalar(const S& s) {
     return s;
   } else {
     using T = weak_promote_t<Ref, S>;
-    return Scalar<T>(convert<T>(s));
+    return Scalar<T>(convert<compute_t<T>>(s));
   }
 }
 

@@ -4,7 +4,7 @@
 // (cast, where, clamp, nan_to_num).
 #include "../core/config.hpp"
 
-#include "ops_select.hpp"
+#include "ops_binary.hpp"
 
 namespace reel::inline REEL_ABI {
 
@@ -36,6 +36,7 @@ namespace reel::inline REEL_ABI {
   X(floor, FloorOp, 1, 0) \
   X(ceil, CeilOp, 1, 0) \
   X(round, RoundOp, 1, 0) \
+  X(trunc, TruncOp, 1, 0) \
   X(real, RealOp, 0, 1) \
   X(conj, ConjOp, 0, 1) \
   X(angle, AngleOp, 0, 1) \
@@ -61,15 +62,40 @@ namespace reel::inline REEL_ABI {
   X(gt, GtOp, 0) \
   X(ge, GeOp, 0) \
   X(logical_and, LogicalAndOp, 1) \
-  X(logical_or, LogicalOrOp, 1)
+  X(logical_or, LogicalOrOp, 1) \
+  X(atan2, Atan2Op, 0) \
+  X(hypot, HypotOp, 0) \
+  X(copysign, CopysignOp, 0) \
+  X(logaddexp, LogaddexpOp, 0) \
+  X(xlogy, XlogyOp, 0) \
+  X(nextafter, NextafterOp, 0) \
+  X(fmod, FmodOp, 0) \
+  X(remainder, RemainderOp, 0) \
+  X(floor_divide, FloorDivideOp, 0)
 
 template <class A, class B> concept BinaryOperands =
     (TensorLike<A> || TensorLike<B>) && (TensorLike<A> || is_cpp_scalar_v<A>) && (TensorLike<B> || is_cpp_scalar_v<B>);
 
 #define REEL_DEFINE_UNARY(NAME, OP) \
   template <TensorLike X> auto NAME(const X& x) { return make_expr(OP{}, x); }
+// (An op that depends on its operands' kinds says so with Op::for_operands<A, B>(): pow.)
+namespace detail {
+template <class Op, class A, class B> Op binary_op() {
+  if constexpr (requires { Op::template for_operands<A, B>(); })
+    return Op::template for_operands<A, B>();
+  else
+    return Op{};
+}
+// (An op that checks its operands first says so with Op::check(a, b): integer division by 0.)
+template <class Op, class A, class B> void check_operands(const A& a, const B& b) {
+  if constexpr (requires { Op::check(a, b); }) Op::check(a, b);
+}
+}  // namespace detail
 #define REEL_DEFINE_BINARY(NAME, OP, ...) \
-  template <class A, class B> requires BinaryOperands<A, B> auto NAME(const A& a, const B& b) { return make_expr(OP{}, a, b); }
+  template <class A, class B> requires BinaryOperands<A, B> auto NAME(const A& a, const B& b) { \
+    detail::check_operands<OP>(a, b); \
+    return make_expr(detail::binary_op<OP, A, B>(), a, b); \
+  }
 
 #define REEL_DEFINE_UNARY_X(NAME, OP, INPLACE, CPLX) REEL_DEFINE_UNARY(NAME, OP)
 REEL_UNARY_OPS(REEL_DEFINE_UNARY_X)

@@ -121,7 +121,16 @@ struct NegOp : SameTypeRule {
   auto vec(const A& a) const { return -a; }
   template <class O, class A> auto d0(const O&, const A&) const { return -1; }
 };
+// pow(x, number) follows PyTorch's scalar-exponent kernel (sqrt for 0.5, products for small
+// integers: so pow(-inf, 0.5) is NaN and pow(-0.0, 0.5) is -0.0); a tensor exponent is
+// std::pow's (pow(-inf, 0.5) = inf), as PyTorch's tensor-exponent kernel.
 struct PowOp : SameTypeRule {
+  bool number_exponent = false;
+  template <class A, class B> static PowOp for_operands() {
+    PowOp op;
+    op.number_exponent = is_cpp_scalar_v<B>;
+    return op;
+  }
   template <class C> REEL_HD C apply(C a, C b) const {
     if constexpr (std::is_integral_v<C>) {
       if constexpr (std::is_signed_v<C>) {
@@ -135,6 +144,8 @@ struct PowOp : SameTypeRule {
       r = static_cast<C>(acc);
       return r;
     } else if constexpr (is_complex_v<C>) {
+      return std::pow(a, b);
+    } else if (!number_exponent) {
       return std::pow(a, b);
     } else {
       // The exponents physics codes write (r^-3, x^2, and -4 in r^-3's derivative) as
@@ -157,7 +168,12 @@ struct PowOp : SameTypeRule {
   template <class C, class A, class B>
     requires(detail::vec_float_v<C> && detail::is_eigen_constant_v<B>)
   auto vec(const A& a, const B& b) const;
-  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const { return b * pow(a, b - 1); }
+  // b x^(b-1), and 0 where b == 0 (PyTorch: also at x = 0 and NaN, where the product is NaN)
+  template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
+    PowOp p;  // (the same kernel: a number exponent b - 1 stays one)
+    p.number_exponent = number_exponent;
+    return where(eq(b, 0), 0, b * make_expr(p, a, b - 1));
+  }
   // x^y ln x, taken as 0 where x == 0 and y >= 0 (the limit; PyTorch does the same).
   template <class O, class A, class B> auto d1(const O& out, const A& a, const B& b) const {
     return where(logical_and(eq(a, 0), ge(real(b), 0)), 0, out * log(a));
@@ -176,7 +192,7 @@ struct PowConstFn {
   // packet). 0: the scalar form; kSqrt / kRsqrt: x^(+-0.5); else the integer exponent.
   static constexpr int kSqrt = 100, kRsqrt = 101;
   int kind;
-  explicit PowConstFn(C ex) : e(ex), kind(classify(ex)) {}
+  PowConstFn(C ex, bool number_exponent) : e(ex), kind(number_exponent ? classify(ex) : 0) {}
   static int classify(C e) {
     if (e == C(0.5)) return kSqrt;
     if (e == C(-0.5)) return kRsqrt;
@@ -184,7 +200,11 @@ struct PowConstFn {
       return static_cast<int>(e);
     return 0;
   }
-  C operator()(const C& x) const { return PowOp{}.template apply<C>(x, e); }
+  C operator()(const C& x) const {
+    PowOp op;
+    op.number_exponent = kind != 0;
+    return op.template apply<C>(x, e);
+  }
   template <class P>
   P packetOp(const P& x) const {
     namespace ei = Eigen::internal;
@@ -208,10 +228,54 @@ struct PowConstFn {
 template <class C, class A, class B>
   requires(detail::vec_float_v<C> && detail::is_eigen_constant_v<B>)
 auto PowOp::vec(const A& a, const B& b) const {
-  return a.unaryExpr(detail::PowConstFn<C>(b.functor().m_other));
+  return a.unaryExpr(detail::PowConstFn<C>(b.functor().m_other, number_exponent));
 }
 
 // ================================================================== float-valued unary
+namespace detail {
+// Eigen's rational tanh for float packets (what Eigen's fast math would use; exact sqrt needs
+// fast math off, config.hpp).
+struct FastTanhFloat {
+  float operator()(float x) const { return Eigen::internal::generic_fast_tanh_float(x); }
+  template <class P> P packetOp(const P& x) const { return Eigen::internal::generic_fast_tanh_float(x); }
+};
+// exp and log on packets, with the lanes Eigen gets wrong done by the C library: beyond exp's
+// clamps (|x| past about 87 for float, 708 for double: Eigen gives a denormal for exp(-inf),
+// where the answer is 0) and log of a positive denormal (Eigen's is log of the smallest normal).
+template <class C, bool Log>
+struct ExpLogFn {
+  static constexpr C lo = std::is_same_v<C, float> ? C(-87) : C(-708), hi = -lo;
+  C operator()(C x) const { return Log ? std::log(x) : std::exp(x); }
+  template <class P> P packetOp(const P& x) const {
+    namespace ei = Eigen::internal;
+    P bad;
+    if constexpr (Log)
+      bad = ei::pand(ei::pcmp_lt(ei::pzero(x), x), ei::pcmp_lt(x, ei::pset1<P>(std::numeric_limits<C>::min())));
+    else
+      bad = ei::por(ei::pcmp_lt(x, ei::pset1<P>(lo)), ei::pcmp_lt(ei::pset1<P>(hi), x));
+    if (!ei::predux_any(bad)) return Log ? ei::plog(x) : ei::pexp(x);
+    alignas(64) C v[ei::unpacket_traits<P>::size];
+    ei::pstore(v, x);
+    for (auto& q : v) q = (*this)(q);
+    return ei::pload<P>(v);
+  }
+};
+template <class C, bool Log, class A> auto vec_exp_log(const A& a) {
+  if constexpr (std::is_floating_point_v<C>)
+    return a.unaryExpr(ExpLogFn<C, Log>{});
+  else if constexpr (Log)
+    return a.log();
+  else
+    return a.exp();
+}
+template <class C, class A> auto vec_tanh(const A& a) {
+  if constexpr (std::is_same_v<C, float>)
+    return a.unaryExpr(FastTanhFloat{});
+  else
+    return a.tanh();
+}
+}  // namespace detail
+
 #define REEL_FLOAT_UNARY(NAME, STRUCT, SCALAR, VEC, DERIV)                                        \
   struct STRUCT : FloatRule {                                                                     \
     template <class C> REEL_HD C apply(C x) const { return SCALAR; }                                      \
@@ -223,8 +287,8 @@ auto PowOp::vec(const A& a, const B& b) const {
     }                                                                                             \
   };
 
-REEL_FLOAT_UNARY(exp, ExpOp, std::exp(x), a.exp(), out)
-REEL_FLOAT_UNARY(log, LogOp, std::log(x), a.log(), reciprocal(x))
+REEL_FLOAT_UNARY(exp, ExpOp, std::exp(x), (detail::vec_exp_log<C, false>(a)), out)
+REEL_FLOAT_UNARY(log, LogOp, std::log(x), (detail::vec_exp_log<C, true>(a)), reciprocal(x))
 REEL_FLOAT_UNARY(log1p, Log1pOp, std::log1p(x), a.log1p(), reciprocal(x + 1))
 REEL_FLOAT_UNARY(expm1, Expm1Op, std::expm1(x), a.expm1(), out + 1)
 REEL_FLOAT_UNARY(sqrt, SqrtOp, std::sqrt(x), a.sqrt(), 0.5 / out)
@@ -232,8 +296,9 @@ REEL_FLOAT_UNARY(rsqrt, RsqrtOp, C(1) / std::sqrt(x), a.rsqrt(), -0.5 * out * ou
 REEL_FLOAT_UNARY(sin, SinOp, std::sin(x), a.sin(), cos(x))
 REEL_FLOAT_UNARY(cos, CosOp, std::cos(x), a.cos(), -sin(x))
 REEL_FLOAT_UNARY(tan, TanOp, std::tan(x), a.tan(), 1 + square(out))
-REEL_FLOAT_UNARY(tanh, TanhOp, std::tanh(x), a.tanh(), 1 - square(out))
-REEL_FLOAT_UNARY(sigmoid, SigmoidOp, C(1) / (C(1) + std::exp(-x)), a.logistic(), out * (1 - out))
+REEL_FLOAT_UNARY(tanh, TanhOp, std::tanh(x), detail::vec_tanh<C>(a), 1 - square(out))
+REEL_FLOAT_UNARY(sigmoid, SigmoidOp, C(1) / (C(1) + std::exp(-x)), (C(1) + detail::vec_exp_log<C, false>(-a)).inverse(),
+                 out * (1 - out))  // (PyTorch's formula: Eigen's logistic is a denormal at -inf)
 REEL_FLOAT_UNARY(reciprocal, ReciprocalOp, C(1) / x, a.inverse(), -square(out))
 #undef REEL_FLOAT_UNARY
 // erf: a scalar form only (Eigen's vector erf lives in its unsupported modules).
@@ -243,6 +308,39 @@ struct ErfOp : FloatRule {
     return std::erf(x);
   }
   template <class O, class X> auto d0(const O&, const X& x) const { return 1.1283791670955126 * exp(-square(x)); }
+};
+
+// gelu (exact and tanh approximation) and silu, each one op with PyTorch's derivative
+// formulas (GeluBackward, SiluBackward): so also NaN where those give inf * 0 (at +-inf).
+struct GeluOp : FloatRule {
+  template <class C> REEL_HD C apply(C x) const {
+    static_assert(!is_complex_v<C>, "reel::gelu: not defined for complex tensors");
+    return x * C(0.5) * (C(1) + std::erf(x * C(0.7071067811865476)));
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    return 0.5 * (1 + erf(x * 0.7071067811865476)) + x * (0.3989422804014327 * exp(-0.5 * square(x)));
+  }
+};
+struct GeluTanhOp : FloatRule {
+  static constexpr double kBeta = 0.7978845608028654, kKappa = 0.044715;  // sqrt(2 / pi)
+  template <class C> REEL_HD C apply(C x) const {
+    static_assert(!is_complex_v<C>, "reel::gelu: not defined for complex tensors");
+    return C(0.5) * x * (C(1) + std::tanh(C(kBeta) * (x + C(kKappa) * x * x * x)));
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    auto t = tanh(kBeta * (x + kKappa * x * square(x)));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - square(t)) * (kBeta * (1 + 3 * kKappa * square(x)));
+  }
+};
+struct SiluOp : FloatRule {
+  template <class C> REEL_HD C apply(C x) const {
+    static_assert(!is_complex_v<C>, "reel::silu: not defined for complex tensors");
+    return x / (C(1) + std::exp(-x));
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    auto s = sigmoid(x);
+    return s * (1 + x * (1 - s));
+  }
 };
 
 // ================================================================== same-type unary
@@ -262,7 +360,7 @@ struct ReluOp : SameTypeRule {
   static constexpr bool requires_order = true;
   template <class C> REEL_HD C apply(C x) const {
     REEL_REQUIRE_ORDERED(C, "relu");
-    return x > C(0) ? x : (detail::is_nan(x) ? x : C(0));
+    return x < C(0) ? C(0) : x;  // NaN and -0 pass, as max(x, 0) in PyTorch
   }
   // PyTorch's threshold_backward: the gradient is zeroed where relu(x) <= 0, so it passes at NaN
   template <class O, class X> auto d0(const O&, const X& x) const {
@@ -313,7 +411,7 @@ struct SignOp : SameTypeRule {
     } else if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) {
       return C(x != C(0));
     } else {
-      return detail::is_nan(x) ? x : C((C(0) < x) - (x < C(0)));
+      return C((C(0) < x) - (x < C(0)));  // 0 at NaN and +0 at -0, as in PyTorch
     }
   }
   template <class O, class X> auto d0(const O&, const X&) const { return 0; }
@@ -339,6 +437,7 @@ struct SignOp : SameTypeRule {
 REEL_ROUNDING(FloorOp, "floor", std::floor, a.floor())
 REEL_ROUNDING(CeilOp, "ceil", std::ceil, a.ceil())
 REEL_ROUNDING(RoundOp, "round", std::nearbyint, a.rint())  // half to even, as torch.round
+REEL_ROUNDING(TruncOp, "trunc", std::trunc, (a.abs().floor() * a.sign()))
 #undef REEL_ROUNDING
 
 // ================================================================== complex parts
@@ -396,6 +495,17 @@ struct AngleOp {
 
 }  // namespace reel
 
+template <>
+struct Eigen::internal::functor_traits<reel::detail::FastTanhFloat> {
+  enum { Cost = 30 * NumTraits<float>::MulCost, PacketAccess = packet_traits<float>::Vectorizable };
+};
+template <class C, bool Log>
+struct Eigen::internal::functor_traits<reel::detail::ExpLogFn<C, Log>> {
+  enum {
+    Cost = functor_traits<scalar_exp_op<C>>::Cost,
+    PacketAccess = Log ? packet_traits<C>::HasLog : packet_traits<C>::HasExp
+  };
+};
 // PowConstFn has a packet form (Eigen then evaluates pow(x, -3.0) rows vectorized).
 template <class C>
 struct Eigen::internal::functor_traits<reel::detail::PowConstFn<C>> {

@@ -9,8 +9,9 @@ namespace reel::inline REEL_ABI {
 
 // ================================================================== min / max family
 // maximum/minimum propagate NaN; fmax/fmin ignore it (NaN only when both are NaN).
-// Gradient: to the larger (smaller) input, split in half on ties; fmax/fmin send it all to
-// the non-NaN input, and to the first input when both are NaN.
+// Reverse mode (PyTorch's rule): the gradient goes to the larger (smaller) input, split in
+// half on ties, and in full to both where either is NaN; fmax/fmin send it all to the
+// non-NaN input, and to the first input when both are NaN.
 template <bool Max, bool IgnoreNan>
 struct ExtremumOp : SameTypeRule {
   static constexpr bool requires_order = true;
@@ -28,8 +29,15 @@ struct ExtremumOp : SameTypeRule {
     else
       return a.binaryExpr(b, Eigen::internal::scalar_min_op<C, C, P>());
   }
-  // 1 where x is selected over y, 1/2 on ties, else 0
+  // x's share: 1 where x is selected over y, 1/2 on ties, 0 where y is selected; unordered
+  // (a NaN) gives 1 in the backward rule and 0 in the forward one, as in PyTorch.
   template <class X, class Y> static auto share(const X& x, const Y& y) {
+    if constexpr (Max)
+      return where(lt(x, y), 0.0, where(eq(x, y), 0.5, 1.0));
+    else
+      return where(gt(x, y), 0.0, where(eq(x, y), 0.5, 1.0));
+  }
+  template <class X, class Y> static auto forward_share(const X& x, const Y& y) {
     if constexpr (Max)
       return where(gt(x, y), 1.0, where(eq(x, y), 0.5, 0.0));
     else
@@ -51,7 +59,12 @@ struct ExtremumOp : SameTypeRule {
   // NaN tangent of the other operand never leaks in through 0 * inf.
   template <class Ta, class Tb, class O, class A, class B>
   auto jvp_rule(const Ta& ta, const Tb& tb, const O& out, const A& a, const B& b) const {
-    auto w = d0(out, a, b);
+    auto w = [&] {
+      if constexpr (IgnoreNan)
+        return d0(out, a, b);
+      else  // PyTorch: other_t + weight * (self_t - other_t), the weight 0 where unordered
+        return forward_share(a, b);
+    }();
     return where(eq(w, 1.0), ta, where(eq(w, 0.0), tb, 0.5 * (ta + tb)));
   }
 };
@@ -116,8 +129,10 @@ template <class T>
 struct ClampOp : SameTypeRule {
   using C0 = compute_t<T>;
   bool has_lo = false, has_hi = false;
+  bool hardtanh_rule = false;
   C0 lo{}, hi{};
-  ClampOp(const Bound& l, const Bound& h, const char* fn) : has_lo(l.has_value()), has_hi(h.has_value()) {
+  ClampOp(const Bound& l, const Bound& h, const char* fn, bool hardtanh = false)
+      : has_lo(l.has_value()), has_hi(h.has_value()), hardtanh_rule(hardtanh) {
     REEL_REQUIRE_ORDERED(T, "clamp");
     REEL_CHECK(has_lo || has_hi, value_error, fn, ": at least one of 'min' or 'max' must not be None");
     using S = std::conditional_t<std::is_same_v<T, bool>, uint8_t, C0>;
@@ -127,13 +142,16 @@ struct ClampOp : SameTypeRule {
   template <class C> REEL_HD C apply(C x) const {
     if (detail::is_nan(x)) return x;
     if (has_lo && !(x >= C(lo))) x = C(lo);  // a NaN bound yields NaN
-    if (has_hi && !(x <= C(hi))) x = C(hi);
+    if (has_hi && !(x <= C(hi)) && !detail::is_nan(x)) x = C(hi);
     return x;
   }
+  // PyTorch 2.15's rules: clamp passes the gradient strictly inside the bounds (0 at a bound
+  // and at NaN); hardtanh everywhere but at or beyond a bound (so also at NaN).
   template <class O, class X> auto d0(const O&, const X& x) const {
-    constexpr double inf = std::numeric_limits<double>::infinity();
-    double lo_d = has_lo ? static_cast<double>(lo) : -inf, hi_d = has_hi ? static_cast<double>(hi) : inf;
-    return cast<detail::value_t<X>>(logical_and(ge(x, lo_d), le(x, hi_d)));
+    const double lo_d = static_cast<double>(lo), hi_d = static_cast<double>(hi);
+    auto inside = logical_and(logical_or(gt(x, lo_d), !has_lo), logical_or(lt(x, hi_d), !has_hi));
+    auto not_outside = logical_not(logical_or(logical_and(le(x, lo_d), has_lo), logical_and(ge(x, hi_d), has_hi)));
+    return cast<detail::value_t<X>>(logical_or(logical_and(not_outside, hardtanh_rule), logical_and(inside, !hardtanh_rule)));
   }
 };
 

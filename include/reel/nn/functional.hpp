@@ -5,7 +5,59 @@
 
 namespace reel::inline REEL_ABI {
 
+// Activations with parameters, each one elementwise op with PyTorch's forward and backward
+// formulas (softplus_backward, elu_backward, leaky_relu_backward), so also at NaN and +-inf.
+struct SoftplusOp : FloatRule {
+  static constexpr bool requires_order = true;
+  double beta = 1, threshold = 20;
+  template <class C> REEL_HD C apply(C x) const {
+    const C bx = x * C(beta);
+    return bx > C(threshold) ? x : std::log1p(std::exp(bx)) / C(beta);
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    auto z = exp(x * beta);
+    return where(gt(x * beta, threshold), 1, z / (z + 1));
+  }
+};
+struct EluOp : FloatRule {
+  static constexpr bool requires_order = true;
+  double alpha = 1, scale = 1, input_scale = 1;
+  template <class C> REEL_HD C apply(C x) const {
+    return x <= C(0) ? std::expm1(x * C(input_scale)) * C(alpha * scale) : x * C(scale);
+  }
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    return where(le(x, 0), (input_scale * alpha * scale) * exp(x * input_scale), scale);
+  }
+};
+struct LeakyReluOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  double slope = 0.01;
+  template <class C> REEL_HD C apply(C x) const { return x > C(0) ? x : x * C(slope); }
+  template <class O, class X> auto d0(const O&, const X& x) const {
+    auto pos = gt(x, 0);  // (1 as x's type, so that the slope is a number of x's type too)
+    return where(pos, cast<detail::value_t<X>>(pos), slope);
+  }
+};
+
 namespace nn::functional {
+
+template <TensorLike X> auto softplus(const X& x, double beta = 1, double threshold = 20) {
+  static_assert(is_floating_v<detail::value_t<X>>, "reel::softplus: needs a floating point tensor");
+  return make_expr(SoftplusOp{{}, beta, threshold}, x);
+}
+template <TensorLike X> auto elu(const X& x, double alpha = 1) {
+  static_assert(is_floating_v<detail::value_t<X>>, "reel::elu: needs a floating point tensor");
+  return make_expr(EluOp{{}, alpha, 1, 1}, x);
+}
+// selu: elu with PyTorch's fixed alpha and scale
+template <TensorLike X> auto selu(const X& x) {
+  static_assert(is_floating_v<detail::value_t<X>>, "reel::selu: needs a floating point tensor");
+  return make_expr(EluOp{{}, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1}, x);
+}
+template <TensorLike X> auto leaky_relu(const X& x, double negative_slope = 0.01) {
+  static_assert(is_floating_v<detail::value_t<X>>, "reel::leaky_relu: needs a floating point tensor");
+  return make_expr(LeakyReluOp{{}, negative_slope}, x);
+}
 
 template <TensorLike X> auto relu(const X& x) { return reel::relu(x); }
 
@@ -15,9 +67,9 @@ template <TensorLike X> auto hardtanh(const X& x, Bound min = -1.0, Bound max = 
   if constexpr (std::is_integral_v<T>) {
     // -1.0 / 1.0 defaults are integers for integer tensors
     auto as_int = [](const Bound& b) { return b.kind == Bound::Floating && b.d == std::floor(b.d) && std::abs(b.d) < 9e18 ? Bound(static_cast<int64_t>(b.d)) : b; };
-    return make_expr(ClampOp<T>(as_int(min), as_int(max), "hardtanh"), x);
+    return make_expr(ClampOp<T>(as_int(min), as_int(max), "hardtanh", true), x);
   } else {
-    return make_expr(ClampOp<T>(min, max, "hardtanh"), x);
+    return make_expr(ClampOp<T>(min, max, "hardtanh", true), x);
   }
 }
 
@@ -25,20 +77,17 @@ template <TensorLike X> auto hardtanh(const X& x, Bound min = -1.0, Bound max = 
 template <TensorLike X> auto gelu(const X& x, bool tanh_approximation = false) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T>, "reel::gelu: needs a floating point tensor");
-  auto xt = detail::materialize(x);
-  if (tanh_approximation) {
-    constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
-    return Tensor<T, detail::device_t<X>>(0.5 * xt * (1 + reel::tanh(k * (xt + 0.044715 * xt * xt * xt))));
-  }
-  return Tensor<T, detail::device_t<X>>(0.5 * xt * (1 + erf(xt * 0.7071067811865476)));
+  using R = Tensor<T, detail::device_t<X>>;
+  return tanh_approximation ? R(make_expr(GeluTanhOp{}, x)) : R(make_expr(GeluOp{}, x));
 }
 
 template <TensorLike X> auto softmax(const X& x, int64_t dim) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T>, "reel::softmax: needs a floating point tensor");
   auto xt = detail::materialize(x);
-  Tensor<T, detail::device_t<X>> m = amax(xt.detach(), {dim}, true);  // a shift: no gradient
-  Tensor<T, detail::device_t<X>> e = exp(xt - where(isinf(m), T(0), m));
+  // The row's maximum is a shift (no gradient). As in PyTorch, a row holding +inf (inf - inf)
+  // or only -inf is NaN throughout.
+  Tensor<T, detail::device_t<X>> e = exp(xt - amax(xt.detach(), {dim}, true));
   return Tensor<T, detail::device_t<X>>(e / sum(e, {dim}, true));
 }
 
@@ -46,7 +95,8 @@ template <TensorLike X> auto log_softmax(const X& x, int64_t dim) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T>, "reel::log_softmax: needs a floating point tensor");
   auto xt = detail::materialize(x);
-  return Tensor<T, detail::device_t<X>>(xt - logsumexp(xt, dim, true));
+  Tensor<T, detail::device_t<X>> s = xt - amax(xt.detach(), {dim}, true);  // as softmax
+  return Tensor<T, detail::device_t<X>>(s - log(sum(exp(s), {dim}, true)));
 }
 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p). The mask is

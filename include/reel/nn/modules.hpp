@@ -12,8 +12,8 @@ namespace reel::inline REEL_ABI::nn {
 
 namespace functional {
 template <TensorLike X> auto silu(const X& x) {
-  auto xt = reel::detail::materialize(x);
-  return decltype(xt)(xt * sigmoid(xt));
+  static_assert(is_floating_v<reel::detail::value_t<X>>, "reel::silu: needs a floating point tensor");
+  return Tensor<reel::detail::value_t<X>, reel::detail::device_t<X>>(make_expr(SiluOp{}, x));
 }
 
 namespace detail_emb {

@@ -66,11 +66,17 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> prod(const X& xe,
   using R = detail::sum_t<T>;
   using D = detail::device_t<X>;
   auto out = detail::reduce_runs<R, detail::RunKind::Prod>(x.detach(), dims, keepdim, "prod", [](const T* p, int64_t n) {
-    compute_t<R> acc(1);
-    for (int64_t i = 0; i < n; ++i) acc *= convert<compute_t<R>>(p[i]);
+    using C = compute_t<R>;
+    C acc(1);
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (detail::wraps_v<C>)
+        acc = detail::wrap_mul(acc, convert<C>(p[i]));  // integers wrap modulo 2^64, as in PyTorch
+      else
+        acc *= convert<C>(p[i]);
+    }
     return convert<R>(acc);
   });
-  if constexpr (std::is_same_v<R, T>)
+  if constexpr (std::is_same_v<R, T> && (is_floating_v<T> || is_complex_v<T>))
     if (x.impl().autograd) {
       // d prod / d x_i = prod / x_i: the rule needs nonzero inputs
       auto check = [](const Tensor<T, D>& v) {
@@ -125,16 +131,18 @@ T extreme_run(const T* p, int64_t n, const char* fn) {
 }  // namespace detail
 
 namespace detail {
-// amax/amin: the gradient is shared evenly between the elements equal to the result.
+// amax/amin: the gradient is shared evenly between the elements equal to the result (as in
+// PyTorch, none equals a NaN result: its gradient is NaN; `nan_selects`: the NaNs share it).
 template <bool Max, class T, class D>
-Tensor<T, D> extreme(const Tensor<T, D>& x, const Shape& dims, bool keepdim) {
+Tensor<T, D> extreme(const Tensor<T, D>& x, const Shape& dims, bool keepdim, bool nan_selects = false) {
   const char* fn = Max ? "amax" : "amin";
   auto out = reduce_runs<T, Max ? RunKind::Max : RunKind::Min>(x.detach(), dims, keepdim, fn,
                             [fn](const T* p, int64_t n) { return extreme_run<Max>(p, n, fn); });
   if constexpr (autograd_type_v<T, D>) {
     if (!x.impl().autograd) return out;
     auto in = x.sizes();
-    Tensor<T, D> mask = cast<T>(eq(x.detach(), unreduce(out.detach(), in, dims)));
+    Tensor<T, D> r = unreduce(out.detach(), in, dims);
+    Tensor<T, D> mask = cast<T>(logical_or(eq(x.detach(), r), logical_and(logical_and(isnan(x.detach()), isnan(r)), nan_selects)));
     Tensor<T, D> count = sum(mask, dims, true);
     Tensor<T, D> share = mask / unreduce(count, in, dims);
     return record_fn(
@@ -260,6 +268,19 @@ auto logsumexp(const X& xe, int64_t dim, bool keepdim = false) {
   return logsumexp(xe, Shape{dim}, keepdim);
 }
 
+namespace detail {
+// The p-norm's root s^(1/p) of s = sum |x|^p, with derivative s^(1/p - 1) / p written as
+// out^(1 - p) / p (0 at an infinite norm, so finite elements get 0 there) and taken as 0 where
+// the norm is 0: the zero vector's norm has gradient 0 (PyTorch's subgradient).
+struct NormRootOp : FloatRule {
+  double p;
+  template <class C> REEL_HD C apply(C s) const { return p == 2 ? std::sqrt(s) : std::pow(s, static_cast<C>(1.0 / p)); }
+  template <class O, class S> auto d0(const O& out, const S&) const {
+    return where(eq(out, 0), 0, pow(out, 1 - p) * (1 / p));
+  }
+};
+}  // namespace detail
+
 // p-norm over all elements (or `dims`); p = inf / -inf give max / min of |x|, p = 0 counts
 // nonzeros.
 template <TensorLike X>
@@ -270,11 +291,12 @@ auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
   using R = real_t<T>;
   auto x = detail::materialize(xe);
   Tensor<R, detail::device_t<X>> a = abs(x);
-  if (std::isinf(p)) return p > 0 ? amax(a, dims, keepdim) : amin(a, dims, keepdim);
+  // (the gradient is shared by the elements equal to the norm, and by the NaNs of a NaN norm)
+  if (std::isinf(p)) return p > 0 ? detail::extreme<true>(a, dims, keepdim, true) : detail::extreme<false>(a, dims, keepdim, true);
   if (p == 0) return sum(cast<R>(ne(a, R(0))), dims, keepdim);
   if (p == 1) return sum(a, dims, keepdim);
-  if (p == 2) return Tensor<R, detail::device_t<X>>(sqrt(sum(square(a), dims, keepdim)));
-  return Tensor<R, detail::device_t<X>>(pow(sum(pow(a, static_cast<R>(p)), dims, keepdim), static_cast<R>(1.0 / p)));
+  auto s = p == 2 ? sum(square(a), dims, keepdim) : sum(pow(a, static_cast<R>(p)), dims, keepdim);
+  return Tensor<R, detail::device_t<X>>(make_expr(detail::NormRootOp{{}, p}, s));
 }
 template <class X>
   requires is_expr_v<X>

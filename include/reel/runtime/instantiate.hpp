@@ -20,8 +20,8 @@
   X(Tensor<T, CPU> cumsum<Tensor<T, CPU>>(const Tensor<T, CPU>&, int64_t))                               \
   X(Tensor<int64_t, CPU> argmax<Tensor<T, CPU>>(const Tensor<T, CPU>&, std::optional<int64_t>, bool))    \
   X(Tensor<int64_t, CPU> argmin<Tensor<T, CPU>>(const Tensor<T, CPU>&, std::optional<int64_t>, bool))    \
-  X(Tensor<T, CPU> detail::extreme<true, T, CPU>(const Tensor<T, CPU>&, const Shape&, bool))             \
-  X(Tensor<T, CPU> detail::extreme<false, T, CPU>(const Tensor<T, CPU>&, const Shape&, bool))            \
+  X(Tensor<T, CPU> detail::extreme<true, T, CPU>(const Tensor<T, CPU>&, const Shape&, bool, bool))       \
+  X(Tensor<T, CPU> detail::extreme<false, T, CPU>(const Tensor<T, CPU>&, const Shape&, bool, bool))      \
   X(Tensor<T, CPU> detail::gather_along<T, CPU>(const Tensor<T, CPU>&, const Tensor<int64_t, CPU>&, int64_t)) \
   X(Tensor<T, CPU> detail::scatter_add_along<T, CPU>(const Shape&, const Tensor<int64_t, CPU>&,          \
                                                      const Tensor<T, CPU>&, int64_t))                    \
