@@ -8,6 +8,7 @@
 #include "ops/sorting.hpp"
 #include "ops/histc.hpp"
 #include "ops/cat.hpp"
+#include "ops/select.hpp"
 #include "ops/products.hpp"
 #include "interop/any_tensor.hpp"
 #include "interop/eigen.hpp"

@@ -138,6 +138,11 @@ auto clamp(const X& x, Bound min, Bound max) {
   using T = detail::value_t<X>;
   return make_expr(ClampOp<T>(min, max, "clamp"), x);
 }
+template <TensorLike X, class L, class H>
+  requires((TensorLike<L> || TensorLike<H>) && (TensorLike<L> || is_cpp_scalar_v<L>) && (TensorLike<H> || is_cpp_scalar_v<H>))
+auto clamp(const X& x, const L& min, const H& max) {  // tensor bounds (broadcasting)
+  return make_expr(ClampTensorOp{}, x, min, max);
+}
 template <TensorLike X> auto clamp_min(const X& x, Bound min) { return make_expr(ClampOp<detail::value_t<X>>(min, {}, "clamp_min"), x); }
 template <TensorLike X> auto clamp_max(const X& x, Bound max) { return make_expr(ClampOp<detail::value_t<X>>({}, max, "clamp_max"), x); }
 

@@ -155,6 +155,28 @@ struct ClampOp : SameTypeRule {
   }
 };
 
+// clamp with tensor bounds: min(max(x, lo), hi), NaN propagating. Gradients as PyTorch 2.15's:
+// to x inside the bounds (and at NaN), to a bound where x is beyond it, split 0.5 / 0.5 where
+// x equals a bound.
+struct ClampTensorOp : SameTypeRule {
+  static constexpr bool requires_order = true;
+  template <class C> REEL_HD C apply(C x, C lo, C hi) const {
+    if (detail::is_nan(x) || detail::is_nan(lo) || detail::is_nan(hi)) return x + lo + hi;  // NaN
+    C r = x < lo ? lo : x;
+    return r > hi ? hi : r;
+  }
+  template <class O, class X, class L, class H> auto d0(const O&, const X& x, const L& lo, const H& hi) const {
+    return where(logical_and(gt(x, lo), lt(x, hi)), 1.0,
+                 where(logical_or(eq(x, lo), eq(x, hi)), 0.5, where(isnan(x), 1.0, 0.0)));
+  }
+  template <class O, class X, class L, class H> auto d1(const O&, const X& x, const L& lo, const H&) const {
+    return where(lt(x, lo), 1.0, where(eq(x, lo), 0.5, 0.0));
+  }
+  template <class O, class X, class L, class H> auto d2(const O&, const X& x, const L&, const H& hi) const {
+    return where(gt(x, hi), 1.0, where(eq(x, hi), 0.5, 0.0));
+  }
+};
+
 // ================================================================== selection and cleanup
 struct WhereOp : SameTypeRule {
   template <class C> REEL_HD C apply(C c, C a, C b) const { return c != C(0) ? a : b; }

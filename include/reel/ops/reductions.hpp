@@ -304,6 +304,43 @@ auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
   return norm(detail::materialize(xe), p, dims, keepdim);
 }
 
+// ------------------------------------------------------------------ var / std
+// var = sum |x - mean|^2 / max(0, N - correction) over dims (all when empty; N elements
+// each), std its square root, whose gradient is 0 where it is 0 (PyTorch's std_backward).
+// Complex x gives a real result. var_mean / std_mean return (var or std, mean).
+template <TensorLike X>
+auto var(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  static_assert(is_floating_v<T> || is_complex_v<T>, "reel::var: needs a floating point or complex tensor");
+  using D = detail::device_t<X>;
+  using R = real_t<T>;
+  Tensor<T, D> x = detail::materialize(xe);
+  Tensor<T, D> d = x - mean(x, dims, true);
+  Tensor<R, D> s = [&] {
+    if constexpr (is_complex_v<T>)
+      return sum(real(conj(d) * d), dims, keepdim);
+    else
+      return sum(square(d), dims, keepdim);
+  }();
+  const double n = s.numel() == 0 ? 0.0 : static_cast<double>(x.numel()) / static_cast<double>(s.numel());
+  return Tensor<R, D>(s / std::max(0.0, n - correction));
+}
+template <TensorLike X>
+auto std(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
+  auto v = var(xe, std::move(dims), correction, keepdim);
+  return decltype(v)(make_expr(detail::NormRootOp{{}, 2}, v));
+}
+template <TensorLike X>
+auto var_mean(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
+  auto x = detail::materialize(xe);
+  return std::pair{var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+template <TensorLike X>
+auto std_mean(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
+  auto x = detail::materialize(xe);
+  return std::pair{std(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+
 template <class T, class D>
 auto Tensor<T, D>::sum() const {
   return reel::sum(*this);
