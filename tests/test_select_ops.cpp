@@ -1,5 +1,5 @@
 // PyTorch's selection ops and statistics (issue 16's missing ops): gather, scatter_add,
-// index_select, index_add, flip, roll, masked_fill, var / std / var_mean, clamp with tensor
+// index_select, index_add, flip, roll, masked_fill, var / std_dev / var_mean, clamp with tensor
 // bounds. Values against hand-computed small cases (PyTorch's documented semantics),
 // derivatives with check_ad.
 #include <doctest/doctest.h>
@@ -24,8 +24,8 @@ TEST_CASE("gather and scatter_add along a dim, index smaller than the input") {
   CHECK(scatter_add(x, 1, idx, src).to_vector() == std::vector<double>{31, 2, 3, 4 + 50, 5 + 40, 6});
   // index smaller than x along the other dim: row 1 untouched
   CHECK(scatter_add(x, 1, from_vector<int64_t>({2}, {1, 1}), src).to_vector() == std::vector<double>{1, 2, 13, 4, 5, 6});
-  check_ad([&](const V& v) { return gather(v[0], 1, idx); }, V{x});
-  check_ad([&](const V& v) { return scatter_add(v[0], 1, idx, v[1]); }, V{x, src});
+  autograd::check_ad([&](const V& v) { return gather(v[0], 1, idx); }, V{x});
+  autograd::check_ad([&](const V& v) { return scatter_add(v[0], 1, idx, v[1]); }, V{x, src});
 }
 
 TEST_CASE("index_select, index_add") {
@@ -37,8 +37,8 @@ TEST_CASE("index_select, index_add") {
   // rows 2, 0, 2 get src's rows 0, 1, 2 (times alpha)
   CHECK(index_add(x, 0, idx, src, 2.0).to_vector() == std::vector<double>{1 + 4, 2 + 4, 3, 4, 5 + 2 + 6, 6 + 2 + 6});
   CHECK_THROWS_AS(index_add(x, 0, idx, from_vector<double>({1, 2}, {1, 2})), index_error);
-  check_ad([&](const V& v) { return index_select(v[0], 0, idx); }, V{x});
-  check_ad([&](const V& v) { return index_add(v[0], 0, idx, v[1], 0.5); }, V{x, src});
+  autograd::check_ad([&](const V& v) { return index_select(v[0], 0, idx); }, V{x});
+  autograd::check_ad([&](const V& v) { return index_add(v[0], 0, idx, v[1], 0.5); }, V{x, src});
 }
 
 TEST_CASE("flip and roll") {
@@ -52,8 +52,8 @@ TEST_CASE("flip and roll") {
   CHECK(roll(x, 2).to_vector() == std::vector<double>{5, 6, 1, 2, 3, 4});      // flattened
   CHECK(roll(x, 2).sizes() == Shape{2, 3});
   CHECK(roll(x, std::vector<int64_t>{1, 1}, {0, 1}).to_vector() == std::vector<double>{6, 4, 5, 3, 1, 2});
-  check_ad([](const V& v) { return flip(v[0], {0, 1}); }, V{x});
-  check_ad([](const V& v) { return roll(v[0], 1, 1); }, V{x});
+  autograd::check_ad([](const V& v) { return flip(v[0], {0, 1}); }, V{x});
+  autograd::check_ad([](const V& v) { return roll(v[0], 1, 1); }, V{x});
 }
 
 TEST_CASE("masked_fill") {
@@ -72,7 +72,7 @@ TEST_CASE("var, std, var_mean with correction") {
   // row 0: mean 2, squares 1 + 0 + 1 = 2; row 1: mean 6, squares 4 + 0 + 4 = 8
   CHECK(var(x, {1}).to_vector() == std::vector<double>{1, 4});
   CHECK(var(x, {1}, 0).to_vector() == std::vector<double>{2.0 / 3, 8.0 / 3});
-  CHECK(Td(std(x, {1})).to_vector() == std::vector<double>{1, 2});
+  CHECK(Td(std_dev(x, {1})).to_vector() == std::vector<double>{1, 2});
   auto [v, m] = var_mean(x, {1}, 1, true);
   CHECK(v.sizes() == Shape{2, 1});
   CHECK(m.to_vector() == std::vector<double>{2, 6});
@@ -86,10 +86,10 @@ TEST_CASE("var, std, var_mean with correction") {
   CHECK(var(z).item() == doctest::Approx(4.0));
   // std of a constant row has gradient 0 (PyTorch), not NaN
   auto c = tensor<double>({2, 2, 2}).requires_grad_();
-  std(c).backward();
+  std_dev(c).backward();
   CHECK(c.grad().to_vector() == std::vector<double>{0, 0, 0});
-  check_ad([](const V& w) { return var(w[0], {1}); }, V{x});
-  check_ad([](const V& w) { return Td(std(w[0], {0}, 0)); }, V{x});
+  autograd::check_ad([](const V& w) { return var(w[0], {1}); }, V{x});
+  autograd::check_ad([](const V& w) { return Td(std_dev(w[0], {0}, 0)); }, V{x});
 }
 
 TEST_CASE("clamp with tensor bounds: values and PyTorch 2.15's gradients") {
@@ -107,6 +107,6 @@ TEST_CASE("clamp with tensor bounds: values and PyTorch 2.15's gradients") {
   CHECK(lo.grad().to_vector() == std::vector<double>{1, 0.5, 0, 0, 0, 0});
   CHECK(hi.grad().to_vector() == std::vector<double>{0, 0, 0, 0.5, 1, 0});
   auto a = tensor<double>({0.3, -0.7, 1.4});
-  check_ad([](const V& v) { return clamp(v[0], v[1], v[2]); }, V{a, tensor<double>({0.0, -0.5, -1.0}), tensor<double>({1.0, 0.5, 1.0})});
+  autograd::check_ad([](const V& v) { return clamp(v[0], v[1], v[2]); }, V{a, tensor<double>({0.0, -0.5, -1.0}), tensor<double>({1.0, 0.5, 1.0})});
   CHECK(Td(clamp(a, tensor<double>({0.5}), 1.0)).to_vector() == std::vector<double>{0.5, 0.5, 1.0});
 }

@@ -306,8 +306,9 @@ auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
 
 // ------------------------------------------------------------------ var / std
 // var = sum |x - mean|^2 / max(0, N - correction) over dims (all when empty; N elements
-// each), std its square root, whose gradient is 0 where it is 0 (PyTorch's std_backward).
-// Complex x gives a real result. var_mean / std_mean return (var or std, mean).
+// each), std_dev its square root (PyTorch's std: the name std would clash with namespace std
+// under `using namespace reel`), whose gradient is 0 where it is 0 (PyTorch's std_backward).
+// Complex x gives a real result. var_mean / std_dev_mean return (var or std, mean).
 template <TensorLike X>
 auto var(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
   using T = detail::value_t<X>;
@@ -326,7 +327,7 @@ auto var(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = fal
   return Tensor<R, D>(s / std::max(0.0, n - correction));
 }
 template <TensorLike X>
-auto std(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
+auto std_dev(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
   auto v = var(xe, std::move(dims), correction, keepdim);
   return decltype(v)(make_expr(detail::NormRootOp{{}, 2}, v));
 }
@@ -336,9 +337,9 @@ auto var_mean(const X& xe, Shape dims = {}, double correction = 1, bool keepdim 
   return std::pair{var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
 }
 template <TensorLike X>
-auto std_mean(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
+auto std_dev_mean(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
   auto x = detail::materialize(xe);
-  return std::pair{std(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+  return std::pair{std_dev(x, dims, correction, keepdim), mean(x, dims, keepdim)};
 }
 
 template <class T, class D>
