@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/reference/edge_values.hpp: PyTorch 2.15's values and gradients of reel's
 elementwise ops, activations and a few reductions at edge values (NaN, +-inf, +-0, bounds,
-ties), for float64 and float32. tests/test_reference_edges.cpp runs the same cases in reel.
+ties), for float64 and float32 (and a few integer ops in int64, values only).
+tests/test_reference_edges.cpp runs the same cases in reel.
 
 Every case computes y = op(inputs), then backward of sum(y * w) with w = 1, 1.5, 2, 2.5, 1, ...
 (exact in every dtype), and records y and each input's gradient (None: PyTorch leaves the
@@ -22,7 +23,7 @@ nan, inf = math.nan, math.inf
 E = [nan, inf, -inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.5, 1e-3, 100.0, 1e-40, -1e-40, 1e-310,
      -800.0, 800.0, -100.0, 89.0]
 
-# op name -> (function of the input tensors, list of (shape, inputs))
+# op name -> function of the input tensors (elementwise: run on E, or on all pairs of E)
 UNARY = {
     "neg": torch.neg, "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "expm1": torch.expm1,
     "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan,

@@ -51,6 +51,13 @@ template <class C> REEL_HD C wrap_mul(C a, C b) {
   using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
   return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
 }
+// A packet's lanes through the scalar function f one by one (a vector form's fallback).
+template <class C, class P, class F> P lanewise(const P& x, const F& f) {
+  alignas(64) C v[Eigen::internal::unpacket_traits<P>::size];
+  Eigen::internal::pstore(v, x);
+  for (auto& q : v) q = f(q);
+  return Eigen::internal::pload<P>(v);
+}
 // Eigen's vector forms are used for every type but signed integers (whose scalar tail
 // would overflow in signed arithmetic).
 template <class C> inline constexpr bool vec_arith_v = !wraps_v<C>;
@@ -126,11 +133,8 @@ struct NegOp : SameTypeRule {
 // std::pow's (pow(-inf, 0.5) = inf), as PyTorch's tensor-exponent kernel.
 struct PowOp : SameTypeRule {
   bool number_exponent = false;
-  template <class A, class B> static PowOp for_operands() {
-    PowOp op;
-    op.number_exponent = is_cpp_scalar_v<B>;
-    return op;
-  }
+  constexpr PowOp(bool number = false) : number_exponent(number) {}
+  template <class A, class B> static PowOp for_operands() { return PowOp(is_cpp_scalar_v<B>); }
   template <class C> REEL_HD C apply(C a, C b) const {
     if constexpr (std::is_integral_v<C>) {
       if constexpr (std::is_signed_v<C>) {
@@ -170,9 +174,8 @@ struct PowOp : SameTypeRule {
   auto vec(const A& a, const B& b) const;
   // b x^(b-1), and 0 where b == 0 (PyTorch: also at x = 0 and NaN, where the product is NaN)
   template <class O, class A, class B> auto d0(const O&, const A& a, const B& b) const {
-    PowOp p;  // (the same kernel: a number exponent b - 1 stays one)
-    p.number_exponent = number_exponent;
-    return where(eq(b, 0), 0, b * make_expr(p, a, b - 1));
+    // (the same kernel: a number exponent b - 1 stays one)
+    return where(eq(b, 0), 0, b * make_expr(PowOp(number_exponent), a, b - 1));
   }
   // x^y ln x, taken as 0 where x == 0 and y >= 0 (the limit; PyTorch does the same).
   template <class O, class A, class B> auto d1(const O& out, const A& a, const B& b) const {
@@ -200,11 +203,8 @@ struct PowConstFn {
       return static_cast<int>(e);
     return 0;
   }
-  C operator()(const C& x) const {
-    PowOp op;
-    op.number_exponent = kind != 0;
-    return op.template apply<C>(x, e);
-  }
+  // (kind 0 runs std::pow, as the scalar form does for an exponent it has no fast path for)
+  C operator()(const C& x) const { return PowOp(kind != 0).template apply<C>(x, e); }
   template <class P>
   P packetOp(const P& x) const {
     namespace ei = Eigen::internal;
@@ -218,10 +218,7 @@ struct PowConstFn {
       const P p = m == 2 ? s : m == 3 ? ei::pmul(s, x) : m == 4 ? ei::pmul(s, s) : x;
       return k < 0 ? ei::pdiv(one, p) : p;
     }
-    alignas(64) C v[ei::unpacket_traits<P>::size];
-    ei::pstore(v, x);
-    for (auto& q : v) q = (*this)(q);
-    return ei::pload<P>(v);
+    return lanewise<C>(x, *this);
   }
 };
 }  // namespace detail
@@ -254,10 +251,7 @@ struct ExpLogFn {
     else
       bad = ei::por(ei::pcmp_lt(x, ei::pset1<P>(lo)), ei::pcmp_lt(ei::pset1<P>(hi), x));
     if (!ei::predux_any(bad)) return Log ? ei::plog(x) : ei::pexp(x);
-    alignas(64) C v[ei::unpacket_traits<P>::size];
-    ei::pstore(v, x);
-    for (auto& q : v) q = (*this)(q);
-    return ei::pload<P>(v);
+    return lanewise<C>(x, *this);
   }
 };
 template <class C, bool Log, class A> auto vec_exp_log(const A& a) {

@@ -25,11 +25,15 @@ void check_integer_divisor(const A& a, const B& b, const char* fn) {
     }
   }
 }
-// The truncated remainder of integers; INT_MIN % -1 is 0 (it overflows in C++).
-template <class C> REEL_HD C int_fmod(C a, C b) {
-  if constexpr (std::is_signed_v<C>)
-    if (b == C(-1)) return C(0);
-  return static_cast<C>(a % b);
+// The truncated remainder (C's fmod; for integers INT_MIN % -1 is 0, it overflows in C++).
+template <class C> REEL_HD C trunc_mod(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    if constexpr (std::is_signed_v<C>)
+      if (b == C(-1)) return C(0);
+    return static_cast<C>(a % b);
+  } else {
+    return std::fmod(a, b);
+  }
 }
 }  // namespace detail
 
@@ -95,12 +99,7 @@ struct NextafterOp : SameTypeRule {
 struct FmodOp : SameTypeRule {
   static constexpr bool requires_order = true;
   template <class A, class B> static void check(const A& a, const B& b) { detail::check_integer_divisor<FmodOp>(a, b, "fmod"); }
-  template <class C> REEL_HD C apply(C a, C b) const {
-    if constexpr (std::is_integral_v<C>)
-      return detail::int_fmod(a, b);
-    else
-      return std::fmod(a, b);
-  }
+  template <class C> REEL_HD C apply(C a, C b) const { return detail::trunc_mod(a, b); }
   template <class O, class A, class B> auto d0(const O&, const A&, const B&) const { return 1; }
   template <class O, class A, class B> auto d1(const O&, const A& a, const B& b) const { return -trunc(a / b); }
 };
@@ -111,11 +110,7 @@ struct RemainderOp : SameTypeRule {
     detail::check_integer_divisor<RemainderOp>(a, b, "remainder");
   }
   template <class C> REEL_HD C apply(C a, C b) const {
-    C m;
-    if constexpr (std::is_integral_v<C>)
-      m = detail::int_fmod(a, b);
-    else
-      m = std::fmod(a, b);
+    C m = detail::trunc_mod(a, b);
     if (m != C(0) && ((b < C(0)) != (m < C(0)))) m += b;
     return m;
   }

@@ -146,12 +146,11 @@ struct ClampOp : SameTypeRule {
     return x;
   }
   // PyTorch 2.15's rules: clamp passes the gradient strictly inside the bounds (0 at a bound
-  // and at NaN); hardtanh everywhere but at or beyond a bound (so also at NaN).
+  // and at NaN); hardtanh everywhere but at or beyond a bound, which differs only at NaN.
   template <class O, class X> auto d0(const O&, const X& x) const {
     const double lo_d = static_cast<double>(lo), hi_d = static_cast<double>(hi);
     auto inside = logical_and(logical_or(gt(x, lo_d), !has_lo), logical_or(lt(x, hi_d), !has_hi));
-    auto not_outside = logical_not(logical_or(logical_and(le(x, lo_d), has_lo), logical_and(ge(x, hi_d), has_hi)));
-    return cast<detail::value_t<X>>(logical_or(logical_and(not_outside, hardtanh_rule), logical_and(inside, !hardtanh_rule)));
+    return cast<detail::value_t<X>>(logical_or(inside, logical_and(isnan(x), hardtanh_rule)));
   }
 };
 

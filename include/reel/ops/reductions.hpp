@@ -142,7 +142,8 @@ Tensor<T, D> extreme(const Tensor<T, D>& x, const Shape& dims, bool keepdim, boo
     if (!x.impl().autograd) return out;
     auto in = x.sizes();
     Tensor<T, D> r = unreduce(out.detach(), in, dims);
-    Tensor<T, D> mask = cast<T>(logical_or(eq(x.detach(), r), logical_and(logical_and(isnan(x.detach()), isnan(r)), nan_selects)));
+    Tensor<T, D> mask = nan_selects ? Tensor<T, D>(cast<T>(logical_or(eq(x.detach(), r), logical_and(isnan(x.detach()), isnan(r)))))
+                                    : Tensor<T, D>(cast<T>(eq(x.detach(), r)));
     Tensor<T, D> count = sum(mask, dims, true);
     Tensor<T, D> share = mask / unreduce(count, in, dims);
     return record_fn(
@@ -309,14 +310,12 @@ auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
 // each), std_dev its square root (PyTorch's std: the name std would clash with namespace std
 // under `using namespace reel`), whose gradient is 0 where it is 0 (PyTorch's std_backward).
 // Complex x gives a real result. var_mean / std_dev_mean return (var or std, mean).
-template <TensorLike X>
-auto var(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
-  using T = detail::value_t<X>;
-  static_assert(is_floating_v<T> || is_complex_v<T>, "reel::var: needs a floating point or complex tensor");
-  using D = detail::device_t<X>;
+namespace detail {
+// var of x about its mean m (kept dims), for var and var_mean.
+template <class T, class D>
+Tensor<real_t<T>, D> var_about(const Tensor<T, D>& x, const Tensor<T, D>& m, const Shape& dims, double correction, bool keepdim) {
   using R = real_t<T>;
-  Tensor<T, D> x = detail::materialize(xe);
-  Tensor<T, D> d = x - mean(x, dims, true);
+  Tensor<T, D> d = x - m;
   Tensor<R, D> s = [&] {
     if constexpr (is_complex_v<T>)
       return sum(real(conj(d) * d), dims, keepdim);
@@ -326,6 +325,14 @@ auto var(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = fal
   const double n = s.numel() == 0 ? 0.0 : static_cast<double>(x.numel()) / static_cast<double>(s.numel());
   return Tensor<R, D>(s / std::max(0.0, n - correction));
 }
+}  // namespace detail
+template <TensorLike X>
+auto var(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
+  using T = detail::value_t<X>;
+  static_assert(is_floating_v<T> || is_complex_v<T>, "reel::var: needs a floating point or complex tensor");
+  auto x = detail::materialize(xe);
+  return detail::var_about(x, mean(x, dims, true), dims, correction, keepdim);
+}
 template <TensorLike X>
 auto std_dev(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
   auto v = var(xe, std::move(dims), correction, keepdim);
@@ -334,12 +341,14 @@ auto std_dev(const X& xe, Shape dims = {}, double correction = 1, bool keepdim =
 template <TensorLike X>
 auto var_mean(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
   auto x = detail::materialize(xe);
-  return std::pair{var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+  auto m = mean(x, dims, true);  // (once, for both)
+  auto v = detail::var_about(x, m, dims, correction, keepdim);
+  return std::pair{v, keepdim ? m : m.reshape(v.sizes())};
 }
 template <TensorLike X>
 auto std_dev_mean(const X& xe, Shape dims = {}, double correction = 1, bool keepdim = false) {
-  auto x = detail::materialize(xe);
-  return std::pair{std_dev(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+  auto [v, m] = var_mean(xe, std::move(dims), correction, keepdim);
+  return std::pair{decltype(v)(make_expr(detail::NormRootOp{{}, 2}, v)), m};
 }
 
 template <class T, class D>
