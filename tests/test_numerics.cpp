@@ -1,115 +1,116 @@
-// The seed's numerics: exact reduced-precision ranges, saturating integer clamps,
+// The seed's numerics: PyTorch's range factories bit for bit, saturating integer clamps,
 // NaN-ignoring fmin/fmax.
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <bit>
+#include <cstring>
 #include <reel/reel.hpp>
+#include <string_view>
 
 #include "fp_contract_probe.hpp"
+#include "reference/ranges.hpp"
 
 using namespace reel;
 
 namespace {
-// Every finite value of a 16-bit format, sorted, decoded independently of the library:
-// half through Eigen's exact half->float, bfloat16 by shifting its bits into a float.
-struct Table {
-  std::vector<std::pair<double, uint16_t>> v;
-};
-Table make_table(bool is_half) {
-  Table t;
-  for (uint32_t b = 0; b < 65536; ++b) {
-    double d;
-    if (is_half)
-      d = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(static_cast<uint16_t>(b)));
-    else
-      d = std::bit_cast<float>(b << 16);
-    if (std::isfinite(d) && !(d == 0 && std::signbit(d))) t.v.push_back({d, static_cast<uint16_t>(b)});
-  }
-  std::sort(t.v.begin(), t.v.end());
-  return t;
-}
-// Nearest representable value, ties to the even bit pattern.
-double nearest(const Table& t, double x) {
-  auto it = std::lower_bound(t.v.begin(), t.v.end(), std::make_pair(x, uint16_t(0)));
-  if (it == t.v.begin()) return it->first;
-  if (it == t.v.end()) return std::prev(it)->first;
-  auto lo = std::prev(it);
-  double dl = x - lo->first, dh = it->first - x;
-  if (dl < dh) return lo->first;
-  if (dh < dl) return it->first;
-  return (lo->second & 1) == 0 ? lo->first : it->first;
-}
-// The exact value start + (end - start) * i / (steps - 1), in long double.
-long double closed_form(double start, double end, int64_t steps, int64_t i) {
-  if (steps == 1) return start;
-  long double s = start, e = end;
-  return s + (e - s) * static_cast<long double>(i) / static_cast<long double>(steps - 1);
-}
-// The documented double algorithm (first half from start, second half back from end).
-double split_formula(double start, double end, int64_t steps, int64_t i) {
-  if (steps == 1) return start;
-  double step = (end - start) / static_cast<double>(steps - 1);
-  return i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+template <class T>
+uint64_t bits_of(T v) {
+  uint64_t r = 0;
+  std::memcpy(&r, &v, sizeof(T));  // (little-endian, as the generator reads PyTorch's bytes)
+  return r;
 }
 template <class T>
-std::vector<double> as_doubles(const Tensor<T>& t) {
-  std::vector<double> r;
-  for (auto v : t.to_vector()) r.push_back(static_cast<double>(static_cast<float>(v)));
-  return r;
+Tensor<T> make_range(const reel_reference::RangeCase& c) {
+  const std::string_view op = c.op;
+  if (op == "linspace") return linspace<T>(c.a, c.b, static_cast<int64_t>(c.c));
+  if (op == "logspace") return logspace<T>(c.a, c.b, static_cast<int64_t>(c.c), c.base);
+  if (c.int_args) return arange<T>(static_cast<int64_t>(c.a), static_cast<int64_t>(c.b), static_cast<int64_t>(c.c));
+  return arange<T>(c.a, c.b, c.c);
+}
+template <class F>
+void with_dtype(std::string_view d, F&& f) {
+  if (d == "float64") f(double{});
+  else if (d == "float32") f(float{});
+  else if (d == "float16") f(half{});
+  else if (d == "bfloat16") f(bfloat16{});
+  else if (d == "int64") f(int64_t{});
+  else if (d == "int32") f(int32_t{});
+  else if (d == "int16") f(int16_t{});
+  else if (d == "int8") f(int8_t{});
+  else if (d == "uint8") f(uint8_t{});
+  else FAIL("unknown dtype ", d);
+}
+// Element i of a range as a double, for the messages.
+template <class T>
+double as_double(T v) {
+  return convert<double>(v);
 }
 }  // namespace
 
-TEST_CASE("linspace<half>(-2, 2, 10) is exact") {
-  auto v = as_doubles(linspace<half>(-2, 2, 10));
-  std::vector<double> want{-2, -1.5556640625, -1.111328125, -0.66650390625, -0.22216796875,
-                           0.22216796875, 0.66650390625, 1.111328125, 1.5556640625, 2};
-  CHECK(v == want);
-  CHECK(static_cast<double>(static_cast<float>(linspace<half>(0, 1, 11).to_vector()[3])) == 0.300048828125);
-}
-
-TEST_CASE("half and bfloat16 linspace equal the double result rounded once, steps 1..2049") {
-  const Table th = make_table(true), tb = make_table(false);
-  const std::vector<std::pair<double, double>> ranges{{0, 1}, {-2, 2}, {-5.5, 3.25}, {0.1, 0.7}, {1, 1000}, {3, -7}};
-  int64_t mismatches = 0, checked = 0, inaccurate = 0;
-  for (auto [s, e] : ranges) {
-    for (int64_t steps = 1; steps <= 2049; ++steps) {
-      auto h = as_doubles(linspace<half>(s, e, steps));
-      auto b = as_doubles(linspace<bfloat16>(s, e, steps));
-      auto d = linspace<double>(s, e, steps).to_vector();
-      REQUIRE(static_cast<int64_t>(h.size()) == steps);
-      for (int64_t i = 0; i < steps; ++i) {
-        double x = split_formula(s, e, steps, i);
-        // the double result is within a few ulp of the exact value (scaled by the range)
-        long double exact = closed_form(s, e, steps, i);
-        inaccurate += std::abs(static_cast<long double>(x) - exact) > 4e-16L * (std::abs(s) + std::abs(e));
-        mismatches += d[i] != x;
-        mismatches += h[i] != nearest(th, x);
-        mismatches += b[i] != nearest(tb, x);
-        checked += 3;
+TEST_CASE("linspace, logspace and arange: PyTorch 2.15's values bit for bit (tests/reference/ranges.py)") {
+  int64_t failed = 0, elements = 0;
+  for (const auto& c : reel_reference::range_cases) {
+    with_dtype(c.dtype, [&](auto zero) {
+      using T = decltype(zero);
+      auto t = make_range<T>(c);
+      auto v = t.to_vector();
+      uint64_t h = 0xcbf29ce484222325ull;
+      for (auto x : v) h = (h ^ bits_of(x)) * 0x100000001b3ull;
+      elements += static_cast<int64_t>(v.size());
+      bool ok = static_cast<int64_t>(v.size()) == c.n && h == c.fnv;
+      for (size_t i = 0; ok && i < c.bits.size(); ++i) ok = bits_of(v[i]) == c.bits[i];
+      if (!ok) {
+        ++failed;
+        size_t i = 0;
+        while (i < c.bits.size() && i < v.size() && bits_of(v[i]) == c.bits[i]) ++i;
+        MESSAGE(std::string(c.op), "<", std::string(c.dtype), ">(", c.a, ", ", c.b, ", ", c.c, c.int_args ? ", integer arguments" : "", "): ",
+                v.size(), " elements (PyTorch ", c.n, ")",
+                i < c.bits.size() && i < v.size() ? " first difference at " + std::to_string(i) + ": " +
+                                                        std::to_string(as_double(v[i]))
+                                                  : std::string(" (hash differs)"));
       }
-      CHECK(h.front() == nearest(th, s));
-      CHECK(h.back() == nearest(th, steps > 1 ? e : s));
-    }
+    });
   }
-  CHECK(checked > 1000000);
-  CHECK(mismatches == 0);
-  CHECK(inaccurate == 0);
+  CHECK(reel_reference::range_cases.size() > 500);
+  CHECK(elements > 1000000);
+  CHECK(failed == 0);
 }
 
-TEST_CASE("linspace: float and double, edge cases") {
+TEST_CASE("ranges: the issue's examples and edge cases") {
+  // float16 linspace(0.1, 0.7, 3): PyTorch's middle element (its endpoints are rounded to half
+  // first, the step taken in float op-math)
+  CHECK(static_cast<float>(linspace<half>(0.1, 0.7, 3).to_vector()[1]) == 0.400146484375f);
   CHECK(linspace<double>(0, 1, 5).to_vector() == std::vector<double>{0, 0.25, 0.5, 0.75, 1});
   CHECK(linspace<float>(3, 3, 1).to_vector() == std::vector<float>{3});
   CHECK(linspace<float>(0, 1, 0).numel() == 0);
   CHECK_THROWS_AS(linspace<float>(0, 1, -1), value_error);
-  auto d = linspace<double>(-1, 1, 7).to_vector();
-  for (int i = 0; i < 7; ++i) CHECK(d[i] == doctest::Approx(-1 + i / 3.0).epsilon(1e-15));
+  CHECK_THROWS_AS(logspace<float>(0, 1, -1), value_error);
   CHECK(linspace<int32_t>(0, 10, 4).to_vector() == std::vector<int32_t>{0, 3, 6, 10});
+  CHECK(linspace<int32_t>(0.5, 10.7, 4).to_vector() == std::vector<int32_t>{0, 3, 6, 10});  // endpoints truncated first
   // 64-bit index math of the split formula, far beyond 2^32 elements
   const int64_t n = (int64_t(1) << 33) + 1;
-  CHECK(detail::linspace_value<double>(0.0, 1.0, n, n - 1) == 1.0);
-  CHECK(detail::linspace_value<double>(0.0, 1.0, n, int64_t(1) << 32) == 0.5);
-  CHECK(detail::linspace_value<double>(0.0, 1.0, n, (int64_t(1) << 32) + (int64_t(1) << 31)) == 0.75);
+  CHECK(detail::linspace_at<double, false>(0.0, 1.0, n, n - 1) == 1.0);
+  CHECK(detail::linspace_at<double, false>(0.0, 1.0, n, int64_t(1) << 32) == 0.5);
+  CHECK(detail::linspace_at<double, false>(0.0, 1.0, n, (int64_t(1) << 32) + (int64_t(1) << 31)) == 0.75);
+  CHECK(arange<int64_t>(5).to_vector() == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(arange<int64_t>(10, 0, -3).to_vector() == std::vector<int64_t>{10, 7, 4, 1});
+  CHECK(arange<uint64_t>(uint64_t(0), uint64_t(3)).to_vector() == std::vector<uint64_t>{0, 1, 2});
+  CHECK(arange<double>(0, 1, 0.25).to_vector() == std::vector<double>{0, 0.25, 0.5, 0.75});
+  // an integer result counts in double and steps by the truncated step (PyTorch 2.15)
+  CHECK(arange<int64_t>(0.5, 3.7, 1.0).to_vector() == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(arange<int32_t>(0.0, 1.0, 0.5).to_vector() == std::vector<int32_t>{0, 0});
+  CHECK(arange<int8_t>(0.0, 1e6, 1e5).to_vector()[1] == -96);  // wraps
+  // an end point that overflows the type raises, as Scalar::to<T>() does in PyTorch
+  CHECK_THROWS_AS(linspace<half>(0, 1e6, 3), value_error);
+  CHECK_THROWS_AS(linspace<float>(0, 1e39, 3), value_error);
+  CHECK_THROWS_AS(linspace<int8_t>(-128.9, 127, 3), value_error);
+  CHECK_THROWS_AS(linspace<int32_t>(0, NAN, 3), value_error);
+  CHECK_THROWS_AS(logspace<half>(0, 1e6, 3), value_error);
+  CHECK(std::isnan(static_cast<float>(linspace<half>(0, INFINITY, 3).to_vector()[0])));
+  CHECK(logspace<int32_t>(0, 10, 11).to_vector()[10] == std::numeric_limits<int32_t>::lowest());  // as PyTorch on x86-64
+  CHECK_THROWS_AS(arange<float>(0, 1, 0), value_error);
+  CHECK_THROWS_AS(arange<float>(1, 0, 1), value_error);
+  CHECK_THROWS_AS(arange<float>(0.0, 1.0, NAN), value_error);
+  CHECK_THROWS_AS(arange<float>(0.0, INFINITY, 1.0), value_error);
 }
 
 TEST_CASE("mul_rn / add_rn round twice even where the compiler contracts a * b + c into an FMA") {
@@ -131,28 +132,6 @@ TEST_CASE("mul_rn / add_rn round twice even where the compiler contracts a * b +
   volatile double pd = ad * ad;
   CHECK(probe_rn_mad(ad, ad, cd) == pd + cd);
   CHECK(probe_rn_mad(ad, ad, cd) != std::fma(ad, ad, cd));
-}
-
-TEST_CASE("logspace and arange in half round once") {
-  const Table th = make_table(true);
-  auto l = as_doubles(logspace<half>(0, 2, 9));
-  for (int i = 0; i < 9; ++i) {
-    long double e = static_cast<long double>(i) / 4;
-    CHECK(l[i] == nearest(th, static_cast<double>(powl(10.0L, e))));  // no ties near these values
-  }
-  CHECK(as_doubles(logspace<bfloat16>(0, 3, 4, 2.0)) == std::vector<double>{1, 2, 4, 8});
-  auto a = as_doubles(arange<half>(0.0, 3.0, 0.1));
-  REQUIRE(a.size() == 30);
-  for (int i = 0; i < 30; ++i) CHECK(a[i] == nearest(th, 0.1 * i));  // start + i * step in double, rounded once
-  // above 2048 half cannot count by one; each value is still the nearest to the exact one
-  auto big = as_doubles(arange<half>(2040, 2060));
-  for (int i = 0; i < 20; ++i) CHECK(big[i] == nearest(th, 2040.0 + i));
-  CHECK(arange<int64_t>(5).to_vector() == std::vector<int64_t>{0, 1, 2, 3, 4});
-  CHECK(arange<int64_t>(10, 0, -3).to_vector() == std::vector<int64_t>{10, 7, 4, 1});
-  CHECK(arange<uint64_t>(uint64_t(0), uint64_t(3)).to_vector() == std::vector<uint64_t>{0, 1, 2});
-  CHECK(arange<double>(0, 1, 0.25).to_vector() == std::vector<double>{0, 0.25, 0.5, 0.75});
-  CHECK_THROWS_AS(arange<float>(0, 1, 0), value_error);
-  CHECK_THROWS_AS(arange<float>(1, 0, 1), value_error);
 }
 
 TEST_CASE_TEMPLATE("integer clamp saturates out-of-range bounds", T, int8_t, int16_t, int32_t, int64_t, uint8_t,

@@ -110,3 +110,74 @@ TEST_CASE("clamp with tensor bounds: values and PyTorch 2.15's gradients") {
   autograd::check_ad([](const V& v) { return clamp(v[0], v[1], v[2]); }, V{a, tensor<double>({0.0, -0.5, -1.0}), tensor<double>({1.0, 0.5, 1.0})});
   CHECK(Td(clamp(a, tensor<double>({0.5}), 1.0)).to_vector() == std::vector<double>{0.5, 0.5, 1.0});
 }
+
+TEST_CASE("scatter: values (the last duplicate wins on the CPU), a number, PyTorch's gradients") {
+  auto x = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto src = from_vector<double>({10, 20, 30, 40, 50, 60}, {2, 3});
+  auto dup = from_vector<int64_t>({0, 0, 1, 0}, {2, 2});
+  // x[i][idx[i][j]] = src[i][j]: row 0 writes 10 then 20 at column 0; row 1 writes 40 at 1, 50 at 0
+  CHECK(scatter(x, 1, dup, src).to_vector() == std::vector<double>{20, 2, 3, 50, 40, 6});
+  CHECK(scatter(x, 1, dup, 7.0).to_vector() == std::vector<double>{7, 2, 3, 7, 7, 6});
+  CHECK(scatter(x, 0, from_vector<int64_t>({1, 0}, {1, 2}), src).to_vector() == std::vector<double>{1, 20, 3, 10, 5, 6});
+  CHECK_THROWS_AS(scatter(x, 1, from_vector<int64_t>({3}, {1, 1}), src), index_error);
+  CHECK_THROWS_AS(scatter(x, 1, from_vector<int64_t>({0, 0, 0, 0}, {1, 4}), src), index_error);
+  {
+    auto xg = x.clone().requires_grad_(), sg = src.clone().requires_grad_();
+    sum(scatter(xg, 1, dup, sg)).backward();
+    CHECK(xg.grad().to_vector() == std::vector<double>{0, 1, 1, 0, 0, 1});  // zero where written
+    CHECK(sg.grad().to_vector() == std::vector<double>{1, 1, 0, 1, 1, 0});  // gathered, duplicates too
+  }
+  auto distinct = from_vector<int64_t>({2, 0, 1, 0}, {2, 2});
+  autograd::check_ad([&](const V& v) { return scatter(v[0], 1, distinct, v[1]); }, V{x, src});
+  auto ints = scatter(from_vector<int64_t>({0, 0, 0}, {3}), 0, tensor<int64_t>({2}), from_vector<int64_t>({9}, {1}));
+  CHECK(ints.to_vector() == std::vector<int64_t>{0, 0, 9});
+}
+
+TEST_CASE("cumprod: values, integer results, gradients to second order with zeros") {
+  CHECK(cumprod(tensor<double>({2, 3, 0, 4, 0, 5}), 0).to_vector() == std::vector<double>{2, 6, 0, 0, 0, 0});
+  Tensor<int64_t> ci = cumprod(tensor<int32_t>({1, 2, 3, -4}), 0);
+  CHECK(ci.to_vector() == std::vector<int64_t>{1, 2, 6, -24});
+  auto m = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(cumprod(m, 1).to_vector() == std::vector<double>{1, 2, 6, 4, 20, 120});
+  CHECK(cumprod(m, 0).to_vector() == std::vector<double>{1, 2, 3, 4, 10, 18});
+  CHECK(cumprod(m * 2.0, -1).to_vector() == std::vector<double>{2, 8, 48, 8, 80, 960});
+  {
+    // L = x0 + x0 x1 + x0 x1 x2 + x0 x1 x2 x3 at (2, 3, 0, 4): dL/dx = (1 + x1, x0, x0 x1 (1 + x3), 0)
+    auto x = tensor<double>({2, 3, 0, 4}).requires_grad_();
+    sum(cumprod(x, 0)).backward();
+    CHECK(x.grad().to_vector() == std::vector<double>{4, 2, 30, 0});
+  }
+  autograd::CheckAdOptions all_orders;
+  all_orders.forward_second_order = true;
+  autograd::check_ad([](const V& v) { return cumprod(v[0], 0); }, V{tensor<double>({2, 3, 0, 4, 0, 0.5})}, all_orders);
+  autograd::check_ad([](const V& v) { return cumprod(v[0], 0); }, V{tensor<double>({2, 3, 0, 4, 1, 0.5})}, all_orders);
+  autograd::check_ad([](const V& v) { return cumprod(v[0], 1); }, V{from_vector<double>({0.5, 0, 2, -1.5, 0.7, 1.2}, {2, 3})});
+  autograd::check_ad([](const V& v) { return cumprod(v[0], 0); }, V{from_vector<double>({0.5, -0.3, 2, -1.5, 0.7, 1.2}, {3, 2})});
+}
+
+TEST_CASE("clamp_min / clamp_max with a tensor bound: maximum / minimum, PyTorch 2.15's gradients") {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  auto x = tensor<double>({0, 1, 2, nan, 1, -1}).requires_grad_();
+  auto b = tensor<double>({1, 1, 1, 0, nan, -2}).requires_grad_();
+  auto same = [](const std::vector<double>& a, const std::vector<double>& e) {
+    for (size_t i = 0; i < e.size(); ++i)
+      if (!(a[i] == e[i] || (std::isnan(a[i]) && std::isnan(e[i])))) return false;
+    return a.size() == e.size();
+  };
+  Td lo = clamp_min(x, b);
+  CHECK(same(lo.to_vector(), {1, 1, 2, nan, nan, -1}));
+  sum(lo).backward();
+  // torch.clamp_min(x, b) (and torch.clamp(x, min=b)) in PyTorch 2.15
+  CHECK(x.grad().to_vector() == std::vector<double>{0, 0.5, 1, 1, 1, 1});
+  CHECK(b.grad().to_vector() == std::vector<double>{1, 0.5, 0, 1, 1, 0});
+  x = x.detach().requires_grad_();
+  b = b.detach().requires_grad_();
+  Td hi = clamp_max(x, b);
+  CHECK(same(hi.to_vector(), {0, 1, 1, nan, nan, -2}));
+  sum(hi).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{1, 0.5, 0, 1, 1, 0});
+  CHECK(b.grad().to_vector() == std::vector<double>{0, 0.5, 1, 1, 1, 1});
+  auto a = tensor<double>({0.3, -0.7, 1.4});
+  autograd::check_ad([](const V& v) { return clamp_min(v[0], v[1]); }, V{a, tensor<double>({0.0, -0.5, 2.0})});
+  autograd::check_ad([](const V& v) { return clamp_max(v[0], v[1]); }, V{a, tensor<double>({0.0, -0.5, 2.0})});
+}

@@ -199,31 +199,74 @@ TEST_CASE("cuda: reductions match the CPU") {
   CHECK_THROWS_AS(amax(dev(empty<float>({3, 0})), {1}), index_error);
 }
 
-TEST_CASE("cuda: factories match the CPU") {
+namespace {
+// The PyTorch CUDA kernel's values, run on the host (reel::detail::*_at<T, true>).
+template <class T, class F>
+std::vector<T> on_host(int64_t n, F f) {
+  std::vector<T> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = f(i);
+  return v;
+}
+template <class T>
+void check_linspace_rules(double s, double e, int64_t n) {
+  CHECK(host(linspace<T, CUDA>(s, e, n)).to_vector() ==
+        on_host<T>(n, [&](int64_t i) { return reel::detail::linspace_at<T, true>(s, e, n, i); }));
+}
+template <class T, class S>
+void check_arange_rules(S s, S e, S st) {
+  using A = reel::detail::arange_acc_t<T, true>;
+  const int64_t n = reel::detail::arange_size(s, e, st);
+  const A as = reel::detail::range_cast<A>(static_cast<double>(s)), ast = reel::detail::range_cast<A>(static_cast<double>(st));
+  CHECK(host(arange<T, CUDA>(s, e, st)).to_vector() ==
+        on_host<T>(n, [&](int64_t i) { return reel::detail::arange_at<T, true>(as, ast, n, i); }));
+}
+// logspace: CUDA's pow and glibc's differ by a few ulps of the exponent's type, so the values
+// may be 1 ulp of T apart (in float), 2 for half and bfloat16 computed through float.
+template <class T>
+void check_logspace_rules(double s, double e, int64_t n, double base) {
+  auto g = host(logspace<T, CUDA>(s, e, n, base)).to_vector();
+  auto c = on_host<T>(n, [&](int64_t i) { return reel::detail::logspace_at<T, true>(s, e, n, base, i); });
+  REQUIRE(g.size() == c.size());
+  int64_t apart = 0, over = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if constexpr (std::is_integral_v<T>) {
+      over += g[i] != c[i] && std::abs(static_cast<double>(g[i]) - static_cast<double>(c[i])) > 1;
+    } else {
+      double a = static_cast<double>(static_cast<float>(g[i])), b = static_cast<double>(static_cast<float>(c[i]));
+      apart += a != b;
+      over += a != b && std::abs(a - b) > 2 * std::abs(b) * static_cast<double>(std::numeric_limits<T>::epsilon());
+    }
+  }
+  CHECK(over == 0);
+  MESSAGE("logspace<", scalar_type_of<T>::name, ">: elements apart from the host's pow: ", apart, " of ", g.size());
+}
+}  // namespace
+
+TEST_CASE("cuda: range factories follow PyTorch's CUDA kernels (run on the host to compare)") {
   REQUIRE_GPU();
-  CHECK(host(arange<int64_t, CUDA>(-7, 100, 3)).to_vector() == arange<int64_t>(-7, 100, 3).to_vector());
-  CHECK(host(linspace<reel::half, CUDA>(-3, 5, 1001)).to_vector() == linspace<reel::half>(-3, 5, 1001).to_vector());
-  CHECK(host(linspace<reel::bfloat16, CUDA>(0, 1, 777)).to_vector() == linspace<reel::bfloat16>(0, 1, 777).to_vector());
-  // Ranges agree bit for bit (products and sums rounded separately on both devices), except
-  // logspace, whose pow differs by a few double ulps between glibc and CUDA: at most 1 ulp of T.
+  check_linspace_rules<float>(-3.7, 11.1, 100003);
+  check_linspace_rules<double>(-3.7, 11.1, 1001);
+  check_linspace_rules<reel::half>(-3, 5, 1001);
+  check_linspace_rules<reel::half>(0.1, 0.7, 3);
+  check_linspace_rules<reel::bfloat16>(0, 1, 777);
+  check_linspace_rules<int32_t>(-100, 1000, 333);
+  check_linspace_rules<int64_t>(0, 10, 4);
+  check_arange_rules<int64_t>(int64_t(-7), int64_t(100), int64_t(3));
+  check_arange_rules<float>(0.5, 10.25, 0.75);
+  check_arange_rules<float>(0.001, 40000.0, 3.3);
+  check_arange_rules<double>(-1.1, 1000.3, 0.37);
+  check_arange_rules<reel::half>(0.0, 3.0, 0.1);
+  check_arange_rules<reel::bfloat16>(-5.5, 100.25, 0.37);
+  check_arange_rules<int8_t>(0.0, 1e6, 1e5);
+  check_logspace_rules<float>(-30, 30, 10007, 10.0);
+  check_logspace_rules<double>(-30, 30, 10007, 10.0);
+  check_logspace_rules<reel::half>(-2, 4, 101, 10.0);
+  check_logspace_rules<reel::bfloat16>(-2, 4, 101, 2.0);
+  check_logspace_rules<int32_t>(0, 9, 10, 10.0);
+  // where PyTorch's CPU and CUDA kernels agree, so do reel's devices
   CHECK(host(linspace<float, CUDA>(-3.7, 11.1, 100003)).to_vector() == linspace<float>(-3.7, 11.1, 100003).to_vector());
   CHECK(host(linspace<double, CUDA>(-3.7, 11.1, 1001)).to_vector() == linspace<double>(-3.7, 11.1, 1001).to_vector());
-  CHECK(host(arange<float, CUDA>(0.5, 10.25, 0.75)).to_vector() == arange<float>(0.5, 10.25, 0.75).to_vector());
-  CHECK(host(arange<double, CUDA>(-1.1, 1000.3, 0.37)).to_vector() == arange<double>(-1.1, 1000.3, 0.37).to_vector());
-  {
-    auto g = host(logspace<float, CUDA>(-30, 30, 10007)).to_vector(), c = logspace<float>(-30, 30, 10007).to_vector();
-    int64_t apart = 0, over = 0;
-    for (size_t i = 0; i < g.size(); ++i) {
-      apart += g[i] != c[i];
-      over += g[i] != c[i] && g[i] != std::nextafter(c[i], 0.0f) && g[i] != std::nextafter(c[i], INFINITY);
-    }
-    CHECK(over == 0);
-    MESSAGE("logspace<float>: elements 1 ulp apart from the CPU: ", apart, " of ", g.size());
-    auto gd = host(logspace<double, CUDA>(-30, 30, 10007)).to_vector(), cd = logspace<double>(-30, 30, 10007).to_vector();
-    double worst = 0;
-    for (size_t i = 0; i < gd.size(); ++i) worst = std::max(worst, std::abs(gd[i] - cd[i]) / (std::nextafter(cd[i], INFINITY) - cd[i]));
-    CHECK(worst <= 3.0);  // CUDA's pow: 2 ulp (CUDA Programming Guide); glibc's: 1
-  }
+  CHECK(host(arange<int64_t, CUDA>(-7, 100, 3)).to_vector() == arange<int64_t>(-7, 100, 3).to_vector());
   CHECK(host(eye<float, CUDA>(5)).to_vector() == eye<float>(5).to_vector());
   Generator g1(7), g2(7);
   CHECK(host(randn<float, CUDA>({100}, g1)).to_vector() == randn<float>({100}, g2).to_vector());
@@ -253,7 +296,7 @@ TEST_CASE("cuda: arange and linspace of 2^32 + 2^20 elements write every element
   CHECK(sum(Tensor<bool, CUDA>(isnan(l))).item() == 0);
   CHECK(l[0].item() == 0.0f);
   CHECK(l[n - 1].item() == 1.0f);
-  CHECK(l[n / 2].item() == linspace<float>(0, 1, n)[n / 2].item());
+  CHECK(l[n / 2].item() == reel::detail::linspace_at<float, true>(0, 1, n, n / 2));
 }
 
 TEST_CASE("cuda: failures become reel::error naming the call") {
@@ -322,6 +365,25 @@ TEST_CASE("cuda: argmax / argmin and cumsum match the CPU (first NaN wins, ties 
   CHECK_CLOSE_T(host(cumsum(dev(c), 0)), cumsum(c, 0), 1e-5, 1e-5);
   auto ci = arange<int32_t>(0, 100).reshape({10, 10});
   CHECK(host(cumsum(dev(ci), 1)).to_vector() == cumsum(ci, 1).to_vector());  // int32 sums in int64
+  // cumprod: a multiplicative scan; values near 1 keep the products in range
+  auto p = Tensor<float>(host_randn({4, 300}) * 0.05f + 1.0f);
+  CHECK_CLOSE_T(host(cumprod(dev(p), 1)), cumprod(p, 1), 1e-4, 1e-4);
+  CHECK(host(cumprod(dev(Tensor<int32_t>(remainder(ci, 3) + 1)), 1)).to_vector() ==
+        cumprod(Tensor<int32_t>(remainder(ci, 3) + 1), 1).to_vector());
+}
+
+TEST_CASE("cuda: scatter (distinct indices) and cumprod's gradient match the CPU") {
+  REQUIRE_GPU();
+  auto x = host_randn({3, 5}), src = host_randn({3, 4});
+  auto idx = from_vector<int64_t>({4, 0, 2, 1, 3, 2, 0, 4, 0, 1, 2, 3}, {3, 4});
+  CHECK(host(scatter(dev(x), 1, dev(idx), dev(src))).to_vector() == scatter(x, 1, idx, src).to_vector());
+  CHECK(host(scatter(dev(x), 1, dev(idx), 2.5f)).to_vector() == scatter(x, 1, idx, 2.5f).to_vector());
+  auto v = Tensor<float>(host_randn({2, 6}) * 0.5f + 1.0f);
+  v.select(0, 1).select(0, 2).fill_(0.0f);  // a zero: the masked first-zero rule
+  auto vd = dev(v).requires_grad_(), vh = v.clone().requires_grad_();
+  sum(cumprod(vd, 1)).backward();
+  sum(cumprod(vh, 1)).backward();
+  CHECK_CLOSE_T(host(vd.grad()), vh.grad(), 1e-5, 1e-5);
 }
 
 TEST_CASE("cuda: max(x, dim) (argmax, then a gather) and out-of-range gather indices") {

@@ -19,7 +19,7 @@
 //   copy_between<T, D2>(src)                         host <-> device (src contiguous)
 //   fill_by_index(p, n, f)                           p[i] = f(i)
 //   reduce_runs<K>(src, dst, outer, inner)           sum / mean / max / argmax ... of each run
-//   gather_lines<Scatter>(src, idx, out, lines, k, n), scan_lines(...), sort_lines(...)
+//   gather_lines<LineOp>(src, idx, out, lines, k, n), scan_lines<Prod>(...), sort_lines(...)
 //   ir_device(), ir_op_fn<Op, C, N>()                autograd's graphs evaluated on the device
 //   bmm(a, b, out)                                   batched GEMM
 //   foreach_supports<Def, T>, foreach_run<Def, InPlace>(...), foreach_zero_supports<T>,
@@ -32,6 +32,11 @@
 #include "storage.hpp"
 
 namespace reel::inline REEL_ABI::detail {
+
+// What gather_lines does with element j of line l: gather o[l, j] = s[l, idx[l, j]], or into
+// o[l, idx[l, j]] add (ScatterAdd) or store (Scatter: the last index of a line wins on the
+// CPU; on CUDA, as in PyTorch, one of the duplicates, unspecified) s[l, j].
+enum class LineOp { Gather, ScatterAdd, Scatter };
 
 template <class D>
 struct Backend;

@@ -1,6 +1,7 @@
 #pragma once
 // Functions that device code calls too (op bodies, element conversion) are marked REEL_HD.
 #include "config.hpp"
+#include <cmath>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -52,6 +53,20 @@ REEL_HD inline A add_rn(A a, A b) {
     return a + b;
 #else
   return a + b;  // (contraction needs the product visible, which mul_rn hides)
+#endif
+}
+
+// One fused multiply-add, a * b + c rounded once, on every device (the range factories use it
+// where PyTorch's kernels are compiled with contraction).
+template <class A>
+REEL_HD inline A fma_rn(A a, A b, A c) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<A, float>)
+    return __fmaf_rn(a, b, c);
+  else
+    return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
 #endif
 }
 

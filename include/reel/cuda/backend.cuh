@@ -249,16 +249,22 @@ __global__ void __launch_bounds__(256) reduce_short_kernel(const T* src, R* dst,
 template <class T> inline constexpr bool atomic_add_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
     std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>;
-template <bool Scatter, class T>
+template <LineOp Op, class T>
 __global__ void __launch_bounds__(256) gather_lines_kernel(const T* s, const int64_t* idx, T* o, int64_t k, int64_t n,
                                                           int64_t total, DeviceErrorRecord* err) {
   REEL_CUDA_GRID_STRIDE(e, total) {
     const int64_t l = e / k, i = idx[e];
     if (i < 0 || i >= n) {
-      report_device_error(err, Scatter ? DeviceErrorSite::ScatterAdd : DeviceErrorSite::Gather, i, n);
+      report_device_error(err,
+                          Op == LineOp::Gather       ? DeviceErrorSite::Gather
+                          : Op == LineOp::ScatterAdd ? DeviceErrorSite::ScatterAdd
+                                                     : DeviceErrorSite::Scatter,
+                          i, n);
       continue;
     }
-    if constexpr (Scatter) {
+    if constexpr (Op == LineOp::Scatter) {
+      o[l * n + i] = s[e];
+    } else if constexpr (Op == LineOp::ScatterAdd) {
       if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, uint64_t>)
         atomicAdd(reinterpret_cast<unsigned long long*>(o + l * n + i), static_cast<unsigned long long>(s[e]));
       else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t> || std::is_floating_point_v<T>)
@@ -418,27 +424,27 @@ struct CudaCoreKernels {
     }
   }
 
-  // gather (Scatter false) / scatter-add (true) of `lines` lines: k indices per line, lines of
+  // gather / scatter-add / scatter (LineOp) of `lines` lines: k indices per line, lines of
   // n elements on the indexed side. An out-of-range index raises index_error at the next
   // synchronization (device_errors.hpp): checking it here would wait for the GPU.
-  template <bool Scatter, class T>
+  template <LineOp Op, class T>
   static void gather_lines(const T* s, const int64_t* idx, T* o, int64_t lines, int64_t k, int64_t n) {
-    if constexpr (Scatter && !cuda::atomic_add_v<T>) {
+    if constexpr (Op == LineOp::ScatterAdd && !cuda::atomic_add_v<T>) {
       raise<not_implemented_error>("scatter_add (and gather's backward): not implemented for ",
                                    dtype_name(scalar_type_v<T>), " CUDA tensors yet");
     } else {
       const int64_t total = lines * k;
       if (total == 0) return;
       const Launch1D l = launch_1d(total);
-      cuda::gather_lines_kernel<Scatter><<<static_cast<unsigned>(l.blocks), l.threads, 0, cuda::current_stream()>>>(
+      cuda::gather_lines_kernel<Op><<<static_cast<unsigned>(l.blocks), l.threads, 0, cuda::current_stream()>>>(
           s, idx, o, k, n, total, cuda::device_error_record());
       REEL_CUDA_CHECK_LAUNCH("gather_lines_kernel");
     }
   }
 
-  // dst = the running sums of each of `lines` contiguous lines of n elements of src, added
-  // in R's compute type (a segmented scan: the key of element i is its line, i / n).
-  template <class T, class R>
+  // dst = the running sums (products with Prod) of each of `lines` contiguous lines of n
+  // elements of src, in R's compute type (a segmented scan: the key of element i is i / n).
+  template <bool Prod, class T, class R>
   static void scan_lines(const T* src, R* dst, int64_t lines, int64_t n) {
     const int64_t total = lines * n;
     if (total == 0) return;
@@ -447,7 +453,11 @@ struct CudaCoreKernels {
     auto in = thrust::make_transform_iterator(src, cuda::ConvertTo<C>{});
     auto out = thrust::make_transform_output_iterator(dst, cuda::ConvertTo<R>{});
     cuda::ThrustScratch scratch;
-    thrust::inclusive_scan_by_key(thrust::cuda::par(scratch).on(cuda::current_stream()), keys, keys + total, in, out);
+    auto policy = thrust::cuda::par(scratch).on(cuda::current_stream());
+    if constexpr (Prod)
+      thrust::inclusive_scan_by_key(policy, keys, keys + total, in, out, thrust::equal_to<int64_t>(), thrust::multiplies<C>());
+    else
+      thrust::inclusive_scan_by_key(policy, keys, keys + total, in, out);
     REEL_CUDA_CHECK_LAUNCH("thrust inclusive_scan_by_key");
   }
 

@@ -22,7 +22,7 @@
 
 namespace reel::inline REEL_ABI::detail::cuda {
 
-enum class DeviceErrorSite : int32_t { Gather = 1, ScatterAdd, CrossEntropyTarget };
+enum class DeviceErrorSite : int32_t { Gather = 1, ScatterAdd, CrossEntropyTarget, Scatter };
 
 struct DeviceErrorRecord {
   unsigned long long claimed;  // 0: none; 1: a kernel is writing its report; 2: the report is there
@@ -35,6 +35,7 @@ struct DeviceErrorRecord {
 [[noreturn, gnu::cold]] inline void raise_device_error(const DeviceErrorRecord& r) {
   const char* what = r.site == static_cast<int32_t>(DeviceErrorSite::Gather)       ? "gather (or embedding)"
                      : r.site == static_cast<int32_t>(DeviceErrorSite::ScatterAdd) ? "scatter_add"
+                     : r.site == static_cast<int32_t>(DeviceErrorSite::Scatter)    ? "scatter"
                      : r.site == static_cast<int32_t>(DeviceErrorSite::CrossEntropyTarget)
                          ? "linear_cross_entropy: a target class"
                          : "a CUDA kernel";

@@ -145,6 +145,10 @@ auto clamp(const X& x, const L& min, const H& max) {  // tensor bounds (broadcas
 }
 template <TensorLike X> auto clamp_min(const X& x, Bound min) { return make_expr(ClampOp<detail::value_t<X>>(min, {}, "clamp_min"), x); }
 template <TensorLike X> auto clamp_max(const X& x, Bound max) { return make_expr(ClampOp<detail::value_t<X>>({}, max, "clamp_max"), x); }
+// With a tensor bound PyTorch's clamp_min / clamp_max are maximum / minimum, gradients included
+// (0.5 / 0.5 at ties, in full to both where either is NaN).
+template <TensorLike X, TensorLike L> auto clamp_min(const X& x, const L& min) { return maximum(x, min); }
+template <TensorLike X, TensorLike H> auto clamp_max(const X& x, const H& max) { return minimum(x, max); }
 
 template <TensorLike X>
 auto nan_to_num(const X& x, double nan = 0.0, std::optional<double> posinf = {}, std::optional<double> neginf = {}) {

@@ -1,7 +1,6 @@
 #pragma once
-// Factories. Range factories compute in double (float for float, as PyTorch does) and round
-// once, filling the first half from `start` and the second half back from `end` so both end
-// points are exact. All index math is 64-bit.
+// Factories. The range factories reproduce PyTorch 2.15's kernels bit for bit (see "ranges"
+// below). All index math is 64-bit.
 #include "../core/config.hpp"
 #include <cmath>
 #include <span>
@@ -111,26 +110,175 @@ Tensor<T, D> tensor(std::initializer_list<std::initializer_list<std::initializer
 template <class T, class D = CPU> Tensor<T, D> scalar_tensor(T v) { return full<T, D>(Shape{}, v); }
 
 // ---------------------------------------------------------------- ranges
+// linspace, logspace and arange give PyTorch 2.15's values bit for bit. PyTorch's CPU and CUDA
+// kernels compute differently (for half, bfloat16 and the integer types, and arange's float
+// accumulator), so each reel device follows the PyTorch kernel of that device: the CPU's as its
+// x86-64 build runs it (AVX2 kernels, whose compiler fuses `a + b * c` into one fused
+// multiply-add), CUDA's as nvcc compiles it (fused too, its default). The CPU rules are checked
+// element by element against PyTorch 2.15 (tests/reference/ranges.py); the CUDA rules are read
+// from PyTorch's sources and run here (detail::*_at<T, true>) to check reel's CUDA kernels.
+// PyTorch's CPU arange splits ranges over 32768 elements between its threads, which moves its
+// vector boundaries: reel gives what PyTorch gives with one thread.
 namespace detail {
-template <class T> using range_acc_t = std::conditional_t<std::is_same_v<T, float>, float, double>;
-
-// Element i of linspace(start, end, steps): the first half counts up from start, the
-// second half down from end, so both ends are exact and no error accumulates. The product
-// and the sum are rounded separately (mul_rn, add_rn), so the CPU and CUDA agree bit for bit.
-template <class A>
-REEL_HD A linspace_value(A start, A end, int64_t steps, int64_t i) {
-  if (steps == 1) return start;
-  A step = (end - start) / static_cast<A>(steps - 1);
-  int64_t halfway = steps / 2;
-  return i < halfway ? add_rn(start, mul_rn(step, static_cast<A>(i)))
-                     : add_rn(end, -mul_rn(step, static_cast<A>(steps - 1 - i)));
-}
-template <class T, class A>
-REEL_HD T round_range_value(A v) {
+// c10::Scalar::to<T>() of a double: half and bfloat16 through float (two roundings), integers
+// truncated (saturating where C++ leaves it undefined).
+template <class T>
+REEL_HD T range_cast(double v) {
   if constexpr (is_reduced_float_v<T>)
-    return round_from_double<T>(static_cast<double>(v));
+    return round_from_double<T>(static_cast<double>(static_cast<float>(v)));
   else
     return convert<T>(v);
+}
+// Scalar::to<T>() raises where the value overflows T (NaN for integers; a finite value beyond
+// the largest for floating types): so do reel's range factories, before any kernel runs.
+template <class T>
+void check_range_bound(const char* op, double v) {
+  using L = std::numeric_limits<T>;
+  const bool ok = std::is_integral_v<T> ? (v >= static_cast<double>(L::lowest()) && v <= static_cast<double>(L::max()))
+                                        : (!std::isfinite(v) || std::abs(v) <= static_cast<double>(L::max()));
+  REEL_CHECK(ok, value_error, op, ": value ", v, " cannot be converted to ", scalar_type_of<T>::name,
+             " without overflow");
+}
+// A double stored into an integer element as PyTorch's x86-64 build does it (logspace's
+// results): truncated through int32 (int64 for 64-bit types), an out-of-range or NaN value
+// giving that type's lowest value, then wrapped to T.
+template <class T>
+REEL_HD T trunc_wrap(double v) {
+  if constexpr (sizeof(T) == 8) {
+    const bool in = v >= -0x1p63 && v < 0x1p63;
+    return static_cast<T>(in ? static_cast<int64_t>(v) : std::numeric_limits<int64_t>::lowest());
+  } else if constexpr (sizeof(T) == 4 && std::is_unsigned_v<T>) {
+    return static_cast<T>(trunc_wrap<int64_t>(v));
+  } else {
+    const bool in = v > -0x1p31 - 1 && v < 0x1p31;
+    return static_cast<T>(in ? static_cast<int32_t>(v) : std::numeric_limits<int32_t>::lowest());
+  }
+}
+// half and bfloat16 arithmetic as c10::Half does it: in float, each result rounded to T.
+template <class T>
+REEL_HD T from_float(float v) {
+  return round_from_double<T>(static_cast<double>(v));
+}
+template <class T>
+REEL_HD float to_float(T v) {
+  return static_cast<float>(v);
+}
+template <class A>
+REEL_HD A range_pow(A b, A e) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<A, float>) return ::powf(b, e);
+  else return ::pow(b, e);
+#else
+  return std::pow(b, e);
+#endif
+}
+// e - s as PyTorch's `scalar_end - scalar_start` (exact for integers: int8..int32 promote;
+// reel's unsigned types would wrap, so they subtract in 128 bits).
+template <class T>
+REEL_HD double range_diff(T e, T s) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<double>(static_cast<__int128>(e) - static_cast<__int128>(s));
+  else if constexpr (is_reduced_float_v<T>)
+    return static_cast<double>(to_float(from_float<T>(to_float(e) - to_float(s))));
+  else
+    return static_cast<double>(e - s);
+}
+
+// Element i of linspace(start, end, steps): the first half counts up from start, the second
+// half down from end (both ends exact), in PyTorch's op-math for the device.
+template <class T, bool Cuda>
+REEL_HD T linspace_at(double start, double end, int64_t steps, int64_t i) {
+  const T s = range_cast<T>(start), e = range_cast<T>(end);
+  if (steps == 1) return s;
+  const bool up = i < steps / 2;
+  const int64_t k = up ? i : steps - 1 - i;  // steps counted from the nearer end
+  if constexpr (std::is_integral_v<T>) {
+    using A = std::conditional_t<Cuda, float, double>;  // CUDA: float step, CPU: double
+    const A step = (static_cast<A>(e) - static_cast<A>(s)) / static_cast<A>(steps - 1);
+    return convert<T>(up ? fma_rn(step, static_cast<A>(k), static_cast<A>(s))
+                         : fma_rn(-step, static_cast<A>(k), static_cast<A>(e)));
+  } else if constexpr (is_reduced_float_v<T> && Cuda) {  // c10::Half arithmetic throughout
+    const T step = from_float<T>(static_cast<float>(range_diff(e, s)) /
+                                 to_float(from_float<T>(static_cast<float>(steps - 1))));
+    const T inc = from_float<T>(to_float(step) * to_float(from_float<T>(static_cast<float>(k))));
+    return from_float<T>(up ? to_float(s) + to_float(inc) : to_float(e) - to_float(inc));
+  } else if constexpr (is_reduced_float_v<T>) {  // float op-math: fused for bfloat16, not for half
+    const float step = (to_float(e) - to_float(s)) / static_cast<float>(steps - 1);
+    if constexpr (std::is_same_v<T, bfloat16>)
+      return from_float<T>(up ? fma_rn(step, static_cast<float>(k), to_float(s))
+                              : fma_rn(-step, static_cast<float>(k), to_float(e)));
+    const float inc = mul_rn(step, static_cast<float>(k));
+    return from_float<T>(up ? add_rn(to_float(s), inc) : add_rn(to_float(e), -inc));
+  } else {  // float, double: in T, fused
+    const T step = (e - s) / static_cast<T>(steps - 1);
+    return up ? fma_rn(step, static_cast<T>(k), s) : fma_rn(-step, static_cast<T>(k), e);
+  }
+}
+
+// Element i of logspace: base to the power of linspace's element, with the exponent in double
+// on the CPU (step from the endpoints rounded to T), in T (float for integers) on CUDA.
+template <class T, bool Cuda>
+REEL_HD T logspace_at(double start, double end, int64_t steps, double base, int64_t i) {
+  if (steps == 1) return range_cast<T>(range_pow(base, start));  // (fill_ of a double: checked)
+  const T s = range_cast<T>(start), e = range_cast<T>(end);
+  const bool up = i < steps / 2;
+  const int64_t k = up ? i : steps - 1 - i;
+  if constexpr (!Cuda) {
+    const double step = range_diff(e, s) / static_cast<double>(steps - 1);
+    const double inc = mul_rn(step, static_cast<double>(k));
+    const double v = range_pow(base, up ? add_rn(static_cast<double>(s), inc) : add_rn(static_cast<double>(e), -inc));
+    if constexpr (std::is_integral_v<T>)
+      return trunc_wrap<T>(v);
+    else
+      return range_cast<T>(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    const float step = static_cast<float>(range_diff(e, s)) / static_cast<float>(steps - 1);
+    const float x = up ? fma_rn(step, static_cast<float>(k), static_cast<float>(s))
+                       : fma_rn(-step, static_cast<float>(k), static_cast<float>(e));
+    return convert<T>(range_pow(static_cast<float>(base), x));
+  } else if constexpr (is_reduced_float_v<T>) {
+    const T b = range_cast<T>(base);
+    const T step = from_float<T>(static_cast<float>(range_diff(e, s)) /
+                                 to_float(from_float<T>(static_cast<float>(steps - 1))));
+    const T inc = from_float<T>(to_float(step) * to_float(from_float<T>(static_cast<float>(k))));
+    const T x = from_float<T>(up ? to_float(s) + to_float(inc) : to_float(e) - to_float(inc));
+    return from_float<T>(range_pow(to_float(b), to_float(x)));
+  } else {
+    const T step = (e - s) / static_cast<T>(steps - 1);
+    const T x = up ? fma_rn(step, static_cast<T>(k), s) : fma_rn(-step, static_cast<T>(k), e);
+    return range_pow(static_cast<T>(base), x);
+  }
+}
+
+// arange's accumulator: int64 for integers, float for half and bfloat16, and for float double
+// on the CPU, float on CUDA.
+template <class T, bool Cuda>
+using arange_acc_t = std::conditional_t<std::is_integral_v<T>, int64_t,
+                                        std::conditional_t<is_reduced_float_v<T> || (Cuda && std::is_same_v<T, float>),
+                                                           float, double>>;
+template <class T, class A>
+REEL_HD T arange_round(A v) {
+  if constexpr (is_reduced_float_v<T>)
+    return from_float<T>(v);
+  else
+    return static_cast<T>(v);
+}
+// Element i of arange from the accumulator's start and step. On the CPU, PyTorch fills each
+// full pair of 32-byte vectors from the vector's first element, rounded to T, plus j * step;
+// the rest (and all of CUDA) is start + i * step.
+template <class T, bool Cuda, class A>
+REEL_HD T arange_at(A s, A st, int64_t n, int64_t i) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(static_cast<uint64_t>(s) + static_cast<uint64_t>(st) * static_cast<uint64_t>(i));  // wraps
+  } else {
+    constexpr int64_t lanes = 32 / static_cast<int64_t>(sizeof(T));
+    if (!Cuda && i % lanes != 0 && i < n - n % (2 * lanes)) {
+      const int64_t j = i % lanes;
+      const A first = static_cast<A>(arange_round<T>(fma_rn(st, static_cast<A>(i - j), s)));
+      return arange_round<T>(fma_rn(static_cast<A>(j), st, first));
+    }
+    return arange_round<T>(fma_rn(st, static_cast<A>(i), s));
+  }
 }
 template <class T, class D, class F>
 Tensor<T, D> fill_by_index(int64_t n, F&& f) {
@@ -153,9 +301,10 @@ template <class T, class D = CPU>
 Tensor<T, D> linspace(double start, double end, int64_t steps) {
   static_assert(!is_complex_v<T>, "reel::linspace: complex ranges are not supported");
   REEL_CHECK(steps >= 0, value_error, "linspace: number of steps must be non-negative, got ", steps);
-  using A = detail::range_acc_t<T>;
+  if (steps > 0) detail::check_range_bound<T>("linspace", start);
+  if (steps > 1) detail::check_range_bound<T>("linspace", end);
   return detail::fill_by_index<T, D>(steps, [=] REEL_HD(int64_t i) {
-    return detail::round_range_value<T>(detail::linspace_value<A>(static_cast<A>(start), static_cast<A>(end), steps, i));
+    return detail::linspace_at<T, detail::device_memory_v<D>>(start, end, steps, i);
   });
 }
 
@@ -163,55 +312,57 @@ template <class T, class D = CPU>
 Tensor<T, D> logspace(double start, double end, int64_t steps, double base = 10.0) {
   static_assert(!is_complex_v<T>, "reel::logspace: complex ranges are not supported");
   REEL_CHECK(steps >= 0, value_error, "logspace: number of steps must be non-negative, got ", steps);
-  // In double for every T (float too): pow is correctly rounded nowhere (glibc's double pow
-  // is within 1 ulp, CUDA's within 2), and a double result rounded once to float (or half)
-  // is the correctly rounded float unless it lies within those few double ulps of a halfway
-  // point, so the CPU and CUDA agree but for such ties (at most 1 ulp of T apart).
+  if (steps == 1) detail::check_range_bound<T>("logspace", std::pow(base, start));
+  if (steps > 1) {
+    detail::check_range_bound<T>("logspace", start);
+    detail::check_range_bound<T>("logspace", end);
+  }
   return detail::fill_by_index<T, D>(steps, [=] REEL_HD(int64_t i) {
-    double e = detail::linspace_value<double>(start, end, steps, i);
-    return detail::round_range_value<T>(std::pow(base, e));
+    return detail::logspace_at<T, detail::device_memory_v<D>>(start, end, steps, base, i);
   });
 }
 
 namespace detail {
-inline int64_t arange_size(double start, double end, double step) {
-  REEL_CHECK(step != 0, value_error, "arange: step must be nonzero");
-  REEL_CHECK(std::isfinite(start) && std::isfinite(end), value_error, "arange: unsupported range: ", start, " -> ", end);
-  REEL_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), value_error,
+// arange's length as PyTorch computes it: ceil((end - start) / step) in double, exact in
+// integers where all three bounds are integers.
+template <class S, class E, class P>
+int64_t arange_size(S start, E end, P step) {
+  const double s = static_cast<double>(start), e = static_cast<double>(end), st = static_cast<double>(step);
+  REEL_CHECK(st != 0 && st == st, value_error, "arange: step must be nonzero");
+  REEL_CHECK(std::isfinite(s) && std::isfinite(e), value_error, "arange: unsupported range: ", s, " -> ", e);
+  REEL_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), value_error,
              "arange: upper bound and larger bound inconsistent with step sign");
-  double n = std::ceil((end - start) / step);
-  REEL_CHECK(n < 9.2e18, value_error, "arange: too many elements");
-  return static_cast<int64_t>(n);
+  if constexpr (std::is_integral_v<S> && std::is_integral_v<E> && std::is_integral_v<P>) {
+    const __int128 a = start, b = end, c = step;
+    return static_cast<int64_t>((b - a + c - (c > 0 ? 1 : -1)) / c);
+  } else {
+    const double n = std::ceil((e - s) / st);
+    REEL_CHECK(n <= 9.2e18, value_error, "arange: too many elements");
+    return static_cast<int64_t>(n);
+  }
 }
 }  // namespace detail
 
-// arange with integer arguments is computed in exact 64-bit integer math; with any
-// floating argument in double (value i is start + i * step, rounded once).
+// arange(start, end, step): PyTorch's values and length for T (see above); integer bounds stay
+// exact in 64-bit integer math.
 template <class T, class D = CPU, class S, class E, class P = int>
   requires(std::is_arithmetic_v<S> && std::is_arithmetic_v<E> && std::is_arithmetic_v<P>)
 Tensor<T, D> arange(S start, E end, P step = 1) {
   static_assert(!is_complex_v<T>, "reel::arange: complex ranges are not supported");
-  if constexpr (std::is_integral_v<S> && std::is_integral_v<E> && std::is_integral_v<P>) {
-    int64_t s = static_cast<int64_t>(start), e = static_cast<int64_t>(end), st = static_cast<int64_t>(step);
-    REEL_CHECK(st != 0, value_error, "arange: step must be nonzero");
-    REEL_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), value_error,
-               "arange: upper bound and larger bound inconsistent with step sign");
-    __int128 span = static_cast<__int128>(e) - s;
-    int64_t n = static_cast<int64_t>((span + st - (st > 0 ? 1 : -1)) / st);
-    return detail::fill_by_index<T, D>(n, [=] REEL_HD(int64_t i) {
-      __int128 v = static_cast<__int128>(s) + static_cast<__int128>(i) * st;
-      if constexpr (is_floating_v<T>)
-        return detail::round_range_value<T>(static_cast<double>(v));
-      else
-        return static_cast<T>(v);
-    });
-  } else {
-    double s = static_cast<double>(start), e = static_cast<double>(end), st = static_cast<double>(step);
-    int64_t n = detail::arange_size(s, e, st);
-    return detail::fill_by_index<T, D>(n, [=] REEL_HD(int64_t i) {
-      return detail::round_range_value<T>(detail::add_rn(s, detail::mul_rn(static_cast<double>(i), st)));
-    });
+  const int64_t n = detail::arange_size(start, end, step);
+  using A = detail::arange_acc_t<T, detail::device_memory_v<D>>;
+  auto acc = [](auto v) {
+    if constexpr (std::is_integral_v<decltype(v)> && std::is_integral_v<A>)
+      return static_cast<A>(v);
+    else
+      return detail::range_cast<A>(static_cast<double>(v));
+  };
+  if constexpr (!std::is_same_v<A, double>) {  // start.to<acc>(), step.to<acc>(): checked
+    detail::check_range_bound<A>("arange", static_cast<double>(start));
+    detail::check_range_bound<A>("arange", static_cast<double>(step));
   }
+  const A s = acc(start), st = acc(step);
+  return detail::fill_by_index<T, D>(n, [=] REEL_HD(int64_t i) { return detail::arange_at<T, detail::device_memory_v<D>>(s, st, n, i); });
 }
 template <class T, class D = CPU, class E>
   requires std::is_arithmetic_v<E>

@@ -17,7 +17,7 @@ struct ValuesIndices {
 namespace detail {
 // Elements of x picked along `dim` by idx (whose shape is x's except along dim): gather,
 // and its adjoint scatter_add into zeros of x's shape. Each is the other's backward.
-template <bool Scatter, class T, class D>
+template <LineOp Op, class T, class D>
 Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t, D>& idx, int64_t d, const Shape& out_sizes) {
   auto out = empty<T, D>(out_sizes);
   if constexpr (Backend<D>::has_data) {
@@ -25,10 +25,10 @@ Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t
     if (out.numel() == 0 || idx.numel() == 0) return out;
     auto st = src.detach().transpose(d, -1).contiguous();
     auto it = idx.transpose(d, -1).contiguous();
-    auto ot = Scatter ? Tensor<T, D>(out.transpose(d, -1).contiguous()) : empty<T, D>(it.sizes());
-    int64_t k = it.size(-1), lines = it.numel() / k, n = Scatter ? ot.size(-1) : st.size(-1);
+    auto ot = Op != LineOp::Gather ? Tensor<T, D>(out.transpose(d, -1).contiguous()) : empty<T, D>(it.sizes());
+    int64_t k = it.size(-1), lines = it.numel() / k, n = Op != LineOp::Gather ? ot.size(-1) : st.size(-1);
     if constexpr (device_memory_v<D>) {
-      Backend<D>::template gather_lines<Scatter>(st.data_ptr(), it.data_ptr(), ot.mutable_data_ptr(), lines, k, n);
+      Backend<D>::template gather_lines<Op>(st.data_ptr(), it.data_ptr(), ot.mutable_data_ptr(), lines, k, n);
     } else {
       kernel_step({ot.impl().storage.get()}, {st.impl().storage.get(), it.impl().storage.get(), ot.impl().storage.get()},
                   [st, it, ot, lines, k, n] {
@@ -38,8 +38,10 @@ Tensor<T, D> gather_scatter_primal(const Tensor<T, D>& src, const Tensor<int64_t
                     for (int64_t l = 0; l < lines; ++l)
                       for (int64_t j = 0; j < k; ++j) {
                         int64_t i = ip[l * k + j];
-                        REEL_CHECK(i >= 0 && i < n, index_error, "gather: index ", i, " is out of bounds for size ", n);
-                        if constexpr (Scatter)
+                        REEL_CHECK(i >= 0 && i < n, index_error, Op == LineOp::Gather ? "gather" : Op == LineOp::Scatter ? "scatter" : "scatter_add", ": index ", i, " is out of bounds for size ", n);
+                        if constexpr (Op == LineOp::Scatter)
+                          o[l * n + i] = s[l * k + j];
+                        else if constexpr (Op == LineOp::ScatterAdd)
                           o[l * n + i] += s[l * k + j];
                         else
                           o[l * k + j] = s[l * n + i];
@@ -54,7 +56,7 @@ template <class T, class D> Tensor<T, D> scatter_add_along(const Shape& sizes, c
 template <class T, class D>
 Tensor<T, D> gather_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx, int64_t d) {
   d = wrap_dim(d, x.dim(), "gather");
-  auto out = gather_scatter_primal<false>(x, idx, d, idx.sizes());
+  auto out = gather_scatter_primal<LineOp::Gather>(x, idx, d, idx.sizes());
   if (!x.impl().autograd) return out;
   auto in = x.sizes();
   return record_fn(
@@ -64,12 +66,24 @@ Tensor<T, D> gather_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx, 
 }
 template <class T, class D>
 Tensor<T, D> scatter_add_along(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d) {
-  auto out = gather_scatter_primal<true>(src, idx, d, sizes);
+  auto out = gather_scatter_primal<LineOp::ScatterAdd>(src, idx, d, sizes);
   if (!src.impl().autograd) return out;
   return record_fn(
       out, "ScatterAddBackward", {src}, {},
       [idx, d](const Tensor<T, D>& g) { return std::vector{gather_along(g, idx, d)}; },
       [idx, d, sizes](const std::vector<Tensor<T, D>>& t) { return scatter_add_along(sizes, idx, t[0], d); });
+}
+// src's elements stored into zeros of `sizes` at idx along d (scatter's values; where an index
+// repeats, the CPU keeps the last). Its adjoint in src is gather: each src element receives the
+// gradient of the position it was stored to, duplicates included, as PyTorch's formula gives.
+template <class T, class D>
+Tensor<T, D> scatter_along(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d) {
+  auto out = gather_scatter_primal<LineOp::Scatter>(src, idx, d, sizes);
+  if (!src.impl().autograd) return out;
+  return record_fn(
+      out, "ScatterBackward", {src}, {},
+      [idx, d](const Tensor<T, D>& g) { return std::vector{gather_along(g, idx, d)}; },
+      [idx, d, sizes](const std::vector<Tensor<T, D>>& t) { return scatter_along(sizes, idx, t[0], d); });
 }
 template <class T, class D>
 ValuesIndices<T, D> select_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx_keep, int64_t dim, bool keepdim) {

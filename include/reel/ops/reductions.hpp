@@ -4,6 +4,7 @@
 #include "../core/config.hpp"
 
 #include "reduce_kernels.hpp"
+#include "select.hpp"
 #include "../autograd/record.hpp"
 
 namespace reel::inline REEL_ABI {
@@ -361,44 +362,31 @@ auto Tensor<T, D>::mean() const {
 }
 
 // ------------------------------------------------------------------ along one dim
-template <TensorLike X>
-  requires is_tensor_v<X>
-Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& xe, int64_t dim) {
-  auto x0 = detail::materialize(xe);
-  using T0 = detail::value_t<X>;
-  if constexpr (std::is_same_v<T0, detail::sum_t<T0>>) {
-    if (x0.impl().autograd) {
-      using D0 = detail::device_t<X>;
-      return detail::record_fn(
-          cumsum(x0.detach(), dim), "CumsumBackward", {x0}, {},
-          [dim](const Tensor<T0, D0>& g) {  // reversed cumulative sum: total - cumsum + g
-            return std::vector{Tensor<T0, D0>(sum(g, {dim}, true) - cumsum(g, dim) + g)};
-          },
-          [dim](const std::vector<Tensor<T0, D0>>& t) { return cumsum(t[0], dim); });
-    }
-  }
-  const auto& x = x0;
-  using T = detail::value_t<X>;
-  using R = detail::sum_t<T>;
-  using Dv = detail::device_t<X>;
-  int64_t d = detail::wrap_dim(dim, x.dim(), "cumsum");
-  if constexpr (!detail::Backend<Dv>::has_data) {
+namespace detail {
+// The running sums (Prod: products) of x along dim, in R's compute type (no autograd).
+template <bool Prod, class R, class T, class Dv>
+Tensor<R, Dv> scan_primal(const Tensor<T, Dv>& x, int64_t dim, const char* fn) {
+  int64_t d = wrap_dim(dim, x.dim(), fn);
+  if constexpr (!Backend<Dv>::has_data) {
     return empty<R, Dv>(x.sizes());
   } else {
     auto xt = x.dim() ? x.transpose(d, -1).contiguous() : x.reshape({1});
     auto out = empty<R, Dv>(xt.sizes());
     int64_t len = xt.dim() ? xt.size(-1) : 1, lines = len ? xt.numel() / len : 0;
-    if constexpr (detail::device_memory_v<Dv>) {
-      detail::Backend<Dv>::scan_lines(xt.data_ptr(), out.data_ptr(), lines, len);
+    if constexpr (device_memory_v<Dv>) {
+      Backend<Dv>::template scan_lines<Prod>(xt.data_ptr(), out.data_ptr(), lines, len);
     } else {
-      detail::kernel_step({out.impl().storage.get()}, {xt.impl().storage.get()}, [xt, out, lines, len] {
+      kernel_step({out.impl().storage.get()}, {xt.impl().storage.get()}, [xt, out, lines, len] {
         const T* s = xt.data_ptr();
         R* o = out.mutable_data_ptr();
-        detail::parallel_range(lines, [&](int64_t b, int64_t e) {
+        parallel_range(lines, [&](int64_t b, int64_t e) {
           for (int64_t l = b; l < e; ++l) {
-            compute_t<R> acc{};
+            compute_t<R> acc(Prod ? 1 : 0);
             for (int64_t i = 0; i < len; ++i) {
-              acc += convert<compute_t<R>>(s[l * len + i]);
+              if constexpr (Prod)
+                acc *= convert<compute_t<R>>(s[l * len + i]);
+              else
+                acc += convert<compute_t<R>>(s[l * len + i]);
               o[l * len + i] = convert<R>(acc);
             }
           }
@@ -409,11 +397,122 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& x
     return out.transpose(d, -1).contiguous();
   }
 }
+// sum_{k >= j} v_k along dim, summed from the far end (total - cumsum + v would lose the small
+// tail sums to cancellation).
+template <class T, class D>
+Tensor<T, D> reversed_cumsum(const Tensor<T, D>& v, int64_t dim) {
+  return flip(cumsum(flip(v, {dim}), dim), {dim});
+}
+}  // namespace detail
+
+template <TensorLike X>
+  requires is_tensor_v<X>
+Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumsum(const X& xe, int64_t dim) {
+  auto x0 = detail::materialize(xe);
+  using T0 = detail::value_t<X>;
+  if constexpr (std::is_same_v<T0, detail::sum_t<T0>>) {
+    if (x0.impl().autograd) {
+      using D0 = detail::device_t<X>;
+      return detail::record_fn(
+          cumsum(x0.detach(), dim), "CumsumBackward", {x0}, {},
+          [dim](const Tensor<T0, D0>& g) { return std::vector{detail::reversed_cumsum(g, dim)}; },
+          [dim](const std::vector<Tensor<T0, D0>>& t) { return cumsum(t[0], dim); });
+    }
+  }
+  return detail::scan_primal<false, detail::sum_t<T0>>(x0, dim, "cumsum");
+}
 template <class X>
   requires is_expr_v<X>
 auto cumsum(const X& xe, int64_t dim) {
   return cumsum(detail::materialize(xe), dim);
 }
 
+namespace detail {
+// cumprod's derivatives where x may hold zeros. Both are sums over M[j][k] = prod_{i <= k, i != j} x_i
+// (k >= j): grad_j = sum_k g_k M[j][k], tangent_k = sum_j t_j M[j][k].
+// - For a first derivative, O(n) per line, with z the line's first zero: before z,
+//   M[j][k] = y_k / x_j; at z, y' = cumprod of x with x_z set to 1 gives M[z][k] = y'_k;
+//   after z every product holds x_z = 0.
+// - Where the rule is differentiated again (graph recording, or a forward level active), those
+//   masks are wrong (M[j][k] past z vanishes but its derivative by x_z does not), so M is
+//   built whole: cumprod over k of x with x_j set to 1, O(n^2) per line (PyTorch also switches
+//   to an O(n^2) rule there).
+template <class T, class D>
+bool cumprod_rule_differentiated(const Tensor<T, D>& x) {
+  return (grad_mode_flag() && x.requires_grad()) || any_level_active();
+}
+template <class T, class D>
+Tensor<T, D> cumprod_omitted(const Tensor<T, D>& x, int64_t dim) {  // M, with dim moved last: [..., j, k]
+  auto xl = x.transpose(dim, -1);
+  const int64_t n = xl.size(-1);
+  auto j = arange<int64_t, D>(n).unsqueeze(1), k = arange<int64_t, D>(n).unsqueeze(0);
+  Tensor<T, D> skip_j = where(eq(j, k), T(1), xl.unsqueeze(-2));
+  return Tensor<T, D>(where(le(j, k), cumprod(skip_j, -1), T(0)));
+}
+template <class T, class D>
+struct CumprodParts {
+  Tensor<bool, D> before, first;  // j < z; j == z
+  Tensor<T, D> x_safe, y, y_skip;  // x with 1 from z on; cumprod(x); cumprod(x with x_z = 1)
+};
+template <class T, class D>
+CumprodParts<T, D> cumprod_parts(const Tensor<T, D>& x, int64_t dim) {
+  auto zeros_seen = cumsum(cast<int64_t>(eq(x, T(0))), dim);
+  Tensor<bool, D> before = eq(zeros_seen, int64_t(0));
+  Tensor<bool, D> first = logical_and(eq(x, T(0)), eq(zeros_seen, int64_t(1)));
+  return {before, first, Tensor<T, D>(where(before, x, T(1))), cumprod(x, dim), cumprod(Tensor<T, D>(where(first, T(1), x)), dim)};
+}
+template <class T, class D>
+Tensor<T, D> conj_if_complex(const Tensor<T, D>& v) {
+  if constexpr (is_complex_v<T>)
+    return Tensor<T, D>(conj(v));
+  else
+    return v;
+}
+template <class T, class D>
+Tensor<T, D> cumprod_grad(const Tensor<T, D>& x, const Tensor<T, D>& g, int64_t dim) {
+  if (cumprod_rule_differentiated(x)) {
+    auto m = conj_if_complex(cumprod_omitted(x, dim));
+    return Tensor<T, D>(sum(Tensor<T, D>(m * g.transpose(dim, -1).unsqueeze(-2)), {-1}).transpose(dim, -1));
+  }
+  auto p = cumprod_parts(x, dim);
+  auto at_first = reversed_cumsum(Tensor<T, D>(g * conj_if_complex(p.y_skip)), dim);
+  auto before = reversed_cumsum(Tensor<T, D>(g * conj_if_complex(p.y)), dim) / conj_if_complex(p.x_safe);
+  return Tensor<T, D>(where(p.before, before, where(p.first, at_first, T(0))));
+}
+template <class T, class D>
+Tensor<T, D> cumprod_tangent(const Tensor<T, D>& x, const Tensor<T, D>& t, int64_t dim) {
+  if (cumprod_rule_differentiated(x) || t.requires_grad()) {
+    auto m = cumprod_omitted(x, dim);
+    return Tensor<T, D>(sum(Tensor<T, D>(m * t.transpose(dim, -1).unsqueeze(-1)), {-2}).transpose(dim, -1));
+  }
+  auto p = cumprod_parts(x, dim);
+  return Tensor<T, D>(p.y * cumsum(Tensor<T, D>(where(p.before, t / p.x_safe, T(0))), dim) +
+                      p.y_skip * cumsum(Tensor<T, D>(where(p.first, t, T(0))), dim));
+}
+}  // namespace detail
+
+// The running products along dim (an integer or bool input gives int64, as cumsum).
+// Differentiable to any order, zeros included.
+template <TensorLike X>
+  requires is_tensor_v<X>
+Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> cumprod(const X& xe, int64_t dim) {
+  auto x = detail::materialize(xe);
+  using T = detail::value_t<X>;
+  using D = detail::device_t<X>;
+  if constexpr (std::is_same_v<T, detail::sum_t<T>> && detail::autograd_type_v<T, D>) {
+    if (x.impl().autograd) {
+      return detail::record_fn(
+          detail::scan_primal<true, T>(x.detach(), dim, "cumprod"), "CumprodBackward", {x}, {x},
+          [x, dim](const Tensor<T, D>& g) { return std::vector{detail::cumprod_grad(x, g, dim)}; },
+          [x, dim](const std::vector<Tensor<T, D>>& t) { return detail::cumprod_tangent(x, t[0], dim); });
+    }
+  }
+  return detail::scan_primal<true, detail::sum_t<T>>(x, dim, "cumprod");
+}
+template <class X>
+  requires is_expr_v<X>
+auto cumprod(const X& xe, int64_t dim) {
+  return cumprod(detail::materialize(xe), dim);
+}
 
 }  // namespace reel

@@ -1,7 +1,7 @@
 #pragma once
-// PyTorch's selection ops, built on gather / scatter_add along a dim (indexing.hpp), so they
-// are differentiable to any order: gather, scatter_add, index_select, index_add, flip, roll,
-// masked_fill.
+// PyTorch's selection ops, built on gather / scatter_add / scatter along a dim (indexing.hpp),
+// so they are differentiable to any order: gather, scatter, scatter_add, index_select,
+// index_add, flip, roll, masked_fill.
 #include "../core/config.hpp"
 
 #include "cat.hpp"
@@ -80,6 +80,36 @@ Tensor<T, D> scatter_add(const Tensor<T, D>& x, int64_t dim, const Tensor<int64_
   return Tensor<T, D>(x + detail::pad_to(detail::scatter_add_along(part, idx, s, dim), x.sizes()));
 }
 
+// x with src[i][j] stored at x[idx[i][j]][j] (dim 0), or the number value there; src may be
+// larger than idx (its leading part is used). Where an index repeats within a line the CPU
+// keeps the last value (PyTorch leaves it unspecified). Gradients as PyTorch's: x's is zero
+// at the written positions, src's is the output gradient gathered at idx (every duplicate).
+template <class T, class D, class S>
+  requires(std::is_same_v<S, Tensor<T, D>> || is_cpp_scalar_v<S>)
+Tensor<T, D> scatter(const Tensor<T, D>& x, int64_t dim, const Tensor<int64_t, D>& idx, const S& src) {
+  dim = detail::wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "scatter");
+  detail::check_gather_index(x, idx, dim, "scatter");
+  Tensor<T, D> s;
+  if constexpr (is_cpp_scalar_v<S>) {
+    s = full<T, D>(idx.sizes(), convert<T>(src));
+  } else {
+    for (int64_t d = 0; d < idx.dim(); ++d)
+      REEL_CHECK(idx.size(d) <= src.size(d), index_error, "scatter: size of index (", idx.sizes(),
+                 ") must not exceed src's (", src.sizes(), ") in dimension ", d);
+    s = src;
+    for (int64_t d = 0; d < src.dim(); ++d)
+      if (src.size(d) != idx.size(d)) s = s.narrow(d, 0, idx.size(d));
+  }
+  if (x.dim() == 0) return scatter(x.reshape({1}), 0, idx.reshape({-1}), Tensor<T, D>(s.reshape({-1}))).reshape({});
+  Shape part = x.sizes();
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != dim) part[d] = idx.size(d);
+  auto written = detail::pad_to(detail::gather_scatter_primal<detail::LineOp::ScatterAdd>(
+                                    ones<T, D>(idx.sizes()), idx, dim, part), x.sizes());
+  auto values = detail::pad_to(detail::scatter_along(part, idx, s, dim), x.sizes());
+  return Tensor<T, D>(where(ne(written, T(0)), values, x));
+}
+
 // The entries idx (a 1-d list) of x along dim.
 template <class T, class D>
 Tensor<T, D> index_select(const Tensor<T, D>& x, int64_t dim, const Tensor<int64_t, D>& idx) {
@@ -128,7 +158,7 @@ Tensor<T, D> roll(const Tensor<T, D>& x, std::vector<int64_t> shifts, Shape dims
                ", dims: 0");
     return roll(x.reshape({-1}), shifts, {0}).reshape(x.sizes());
   }
-  REEL_CHECK(shifts.size() == dims.size(), value_error, "roll: shifts and dimensions must align. shifts: ",
+  REEL_CHECK(static_cast<int64_t>(shifts.size()) == static_cast<int64_t>(dims.size()), value_error, "roll: shifts and dimensions must align. shifts: ",
              shifts.size(), ", dims: ", dims.size());
   Tensor<T, D> r = x;
   for (size_t k = 0; k < shifts.size(); ++k) {
