@@ -187,3 +187,35 @@ TEST_CASE("linear_cross_entropy: a second backward through the same graph gives 
       CHECK(first[1].to_vector()[k] == doctest::Approx(second[1].to_vector()[k]).epsilon(1e-14));
   }
 }
+
+TEST_CASE("options declared without an element type take the call's (CrossEntropyOptions, LinearCrossEntropyOptions)") {
+  Tensor<double> H = tensor<double>({{0.3, -0.2}, {1.1, 0.4}, {-0.5, 0.9}});
+  Tensor<double> W = tensor<double>({{0.2, -0.1}, {0.7, 0.3}, {-0.4, 0.5}});
+  auto y = tensor<int64_t>({2, 0, 1});
+  F::LinearCrossEntropyOptions o;  // no element type: used with double tensors below
+  o.reduction = F::Reduction::None;
+  auto typed = F::linear_cross_entropy(H, W, y, F::LinearCrossEntropyOptions<double>{.reduction = F::Reduction::None});
+  CHECK(F::linear_cross_entropy(H, W, y, o).to_vector() == typed.to_vector());
+  auto b = tensor<double>({0.1, -0.2, 0.3});
+  o.bias = b;
+  expect_rel(F::linear_cross_entropy(H, W, y, o),
+             F::cross_entropy(Tensor<double>(matmul(H, W.mT()) + b), y, F::CrossEntropyOptions<double>{.reduction = F::Reduction::None}),
+             1e-12);
+  // the same object with float tensors, once its double bias is gone
+  o.bias = {};
+  auto Hf = H.to<float>(), Wf = W.to<float>();
+  CHECK(F::linear_cross_entropy(Hf, Wf, y, o).sizes() == Shape{3});
+  o.bias = b.to<float>();
+  CHECK_THROWS_WITH_AS(F::linear_cross_entropy(H, W, y, o), doctest::Contains("LinearCrossEntropyOptions::bias holds"), type_error);
+
+  F::CrossEntropyOptions c;
+  c.weight = tensor<double>({1.0, 2.0, 0.5});
+  c.label_smoothing = 0.1;
+  auto logits = Tensor<double>(matmul(H, W.mT()));
+  CHECK(F::cross_entropy(logits, y, c).item() ==
+        F::cross_entropy(logits, y, F::CrossEntropyOptions<double>{.weight = c.weight.as<double>(), .label_smoothing = 0.1}).item());
+  auto probs = Tensor<double>(F::softmax(Tensor<double>(logits * 0.5), 1));
+  CHECK(F::cross_entropy(logits, probs, c).item() ==
+        F::cross_entropy(logits, probs, F::CrossEntropyOptions<double>{.weight = c.weight.as<double>(), .label_smoothing = 0.1}).item());
+  CHECK_THROWS_AS(F::cross_entropy(logits.to<float>(), y, c), type_error);
+}

@@ -101,6 +101,16 @@ template <class T, class D>
 Tensor<T, D> solve(const Tensor<T, D>& A, const Tensor<T, D>& B, bool left = true) {
   return detail_solve::solve_any(A, B, left, detail::la::Kind::general, "linalg.solve");
 }
+// Expressions (`solve(A + I, b)`, evaluated first) and operands of different types.
+template <TensorLike A, TensorLike B>
+  requires(!same_tensors_v<A, B>)
+auto solve(const A& a, const B& b, bool left = true) {
+  static_assert(std::is_same_v<detail::value_t<A>, detail::value_t<B>>,
+                "reel::linalg::solve: A and B have different element types: convert one (.to<T>() on a tensor, "
+                "cast<T>(e) on an expression)");
+  static_assert(std::is_same_v<detail::device_t<A>, detail::device_t<B>>, "reel::linalg::solve: A and B are on different devices");
+  return solve(detail::materialize(a), detail::materialize(b), left);
+}
 // X with A X = B (left) or X A = B, reading only the upper or lower triangle of A.
 template <class T, class D>
 Tensor<T, D> solve_triangular(const Tensor<T, D>& A, const Tensor<T, D>& B, bool upper, bool left = true) {

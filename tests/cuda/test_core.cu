@@ -380,7 +380,8 @@ TEST_CASE("cuda: scatter (distinct indices) and cumprod's gradient match the CPU
   CHECK(host(scatter(dev(x), 1, dev(idx), 2.5f)).to_vector() == scatter(x, 1, idx, 2.5f).to_vector());
   auto v = Tensor<float>(host_randn({2, 6}) * 0.5f + 1.0f);
   v.select(0, 1).select(0, 2).fill_(0.0f);  // a zero: the masked first-zero rule
-  auto vd = dev(v).requires_grad_(), vh = v.clone().requires_grad_();
+  auto vd = dev(v).requires_grad_();
+  auto vh = v.clone().requires_grad_();
   sum(cumprod(vd, 1)).backward();
   sum(cumprod(vh, 1)).backward();
   CHECK_CLOSE_T(host(vd.grad()), vh.grad(), 1e-5, 1e-5);

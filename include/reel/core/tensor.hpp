@@ -27,6 +27,12 @@ template <class E> inline constexpr bool is_tensor_v = is_tensor<std::decay_t<E>
 
 // Anything that evaluates to a tensor: a Tensor or an expression of tensors.
 template <class E> concept TensorLike = is_tensor_v<E> || is_expr_v<E>;
+// A call whose operands are all the same Tensor<T, D> (a function's typed overload takes it;
+// its TensorLike overload takes the rest: expressions, evaluated once, and mismatched types,
+// stopped by a static_assert that says why).
+template <class... X> inline constexpr bool same_tensors_v = false;
+template <class X, class... Y>
+inline constexpr bool same_tensors_v<X, Y...> = is_tensor_v<X> && (std::is_same_v<std::decay_t<X>, std::decay_t<Y>> && ...);
 
 namespace detail {
 template <class T, class D, class E> void assign_expr(const Tensor<T, D>& out, const E& e);

@@ -69,6 +69,9 @@ template <class A, class B, class... R> struct promote_all<A, B, R...> {
 template <class... T> using promote_all_t = typename promote_all<T...>::type;
 }  // namespace detail
 
+namespace detail {
+template <class E> Shape shape_of(const E& e);
+}
 template <class Op, class... Args>
 struct Expr : ExprBase {
   using result_type = typename Op::template result<detail::value_t<Args>...>;
@@ -88,8 +91,26 @@ struct Expr : ExprBase {
   template <size_t I> const auto& arg() const { return std::get<I>(args); }
   operator Tensor<value_type, device_type>() const { return detail::materialize(*this); }
   Tensor<value_type, device_type> eval() const { return detail::materialize(*this); }
+  // The Tensor members a PyTorch user calls on a result: each evaluates the expression once
+  // (an expression held in `auto` stays unevaluated until one of these, or a conversion to
+  // Tensor, asks for its values).
   auto sum() const { return eval().sum(); }
   auto mean() const { return eval().mean(); }
+  Tensor<value_type, device_type> requires_grad_(bool on = true) const {
+    auto t = eval();
+    t.requires_grad_(on);
+    return t;
+  }
+  Tensor<value_type, device_type> clone() const { return eval(); }  // (a fresh tensor already)
+  Tensor<value_type, device_type> detach() const { return eval().detach(); }
+  value_type item() const { return eval().item(); }
+  std::vector<value_type> to_vector() const { return eval().to_vector(); }
+  Shape sizes() const { return detail::shape_of(*this); }  // (no evaluation: the broadcast shape)
+  int64_t dim() const { return static_cast<int64_t>(sizes().size()); }
+  Tensor<value_type, device_type> reshape(Shape s) const { return eval().reshape(std::move(s)); }
+  Tensor<value_type, device_type> view(Shape s) const { return eval().view(std::move(s)); }
+  template <class U> Tensor<U, device_type> to() const { return eval().template to<U>(); }
+  void backward() const { eval().backward(); }
 };
 
 // ------------------------------------------------------------------ op type rules

@@ -118,9 +118,22 @@ Tensor<T, D> dropout(const Tensor<T, D>& x, double p, bool training, Generator& 
   return x * mask;
 }
 
+template <class T, class D> Tensor<T, D> linear(const Tensor<T, D>& x, const Tensor<T, D>& w, const Tensor<T, D>& b = {});
+// Expressions (evaluated first) and operands of different types.
+template <TensorLike X, TensorLike W, TensorLike... B>
+  requires(!same_tensors_v<X, W, B...> && sizeof...(B) <= 1)
+auto linear(const X& x, const W& w, const B&... b) {
+  static_assert((std::is_same_v<detail::value_t<X>, detail::value_t<W>> && ... && std::is_same_v<detail::value_t<X>, detail::value_t<B>>),
+                "reel::nn::functional::linear: input, weight and bias have different element types: convert with "
+                ".to<T>() (a tensor) or cast<T>(e) (an expression)");
+  static_assert((std::is_same_v<detail::device_t<X>, detail::device_t<W>> && ... && std::is_same_v<detail::device_t<X>, detail::device_t<B>>),
+                "reel::nn::functional::linear: the operands are on different devices");
+  return linear(detail::materialize(x), detail::materialize(w), Tensor<detail::value_t<X>, detail::device_t<X>>(detail::materialize(b))...);
+}
+
 // y = x W^T + b
 template <class T, class D>
-Tensor<T, D> linear(const Tensor<T, D>& x, const Tensor<T, D>& w, const Tensor<T, D>& b = {}) {
+Tensor<T, D> linear(const Tensor<T, D>& x, const Tensor<T, D>& w, const Tensor<T, D>& b) {
   auto y = matmul(x, w.mT());
   if (b.defined()) return y + b;
   return y;

@@ -23,9 +23,9 @@
 
 namespace reel::inline REEL_ABI::nn::functional {
 
-template <class T = float, class D = CPU>
+template <class T = AnyElement, class D = CPU>  // (AnyElement: see loss.hpp)
 struct LinearCrossEntropyOptions {
-  Tensor<T, D> bias{};  // [V], optional
+  option_tensor_t<T, D> bias{};  // [V], optional
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
   double label_smoothing = 0;
@@ -159,6 +159,11 @@ Tensor<T, D> dense_grad(const Tensor<T, D>& Z, const Tensor<T, D>& q, const Tens
 }
 }  // namespace detail_lce
 
+template <class T, class D, class D2>
+LinearCrossEntropyOptions<T, D> typed_options(const LinearCrossEntropyOptions<AnyElement, D2>& o) {
+  return {detail_opt::typed<T, D>(o.bias, "LinearCrossEntropyOptions::bias"), o.ignore_index, o.reduction,
+          o.label_smoothing, o.chunk_size};
+}
 template <class T, class D, class U>
 Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>& weight, const Tensor<U, D>& target,
                                   const LinearCrossEntropyOptions<T, D>& o = {}) {
@@ -352,6 +357,22 @@ Tensor<T, D> linear_cross_entropy(const Tensor<T, D>& hidden, const Tensor<T, D>
       return reel::detail::record_fn(out, "LinearCrossEntropyBackward", {hidden, weight}, {hidden, weight}, bw_keep, fw);
     }
   }
+}
+// Hidden states or weight as expressions (evaluated first), of different types, or options
+// without an element type.
+template <TensorLike H, TensorLike W, class U, class D>
+  requires(!same_tensors_v<H, W>)
+auto linear_cross_entropy(const H& hidden, const W& weight, const Tensor<U, D>& target,
+                          const LinearCrossEntropyOptions<detail::value_t<H>, detail::device_t<H>>& o = {}) {
+  static_assert(std::is_same_v<detail::value_t<H>, detail::value_t<W>>,
+                "reel::linear_cross_entropy: hidden and weight have different element types: convert one (.to<T>() on "
+                "a tensor, cast<T>(e) on an expression)");
+  return linear_cross_entropy(detail::materialize(hidden), detail::materialize(weight), target, o);
+}
+template <TensorLike H, TensorLike W, class U, class D, class D2>
+auto linear_cross_entropy(const H& hidden, const W& weight, const Tensor<U, D>& target,
+                          const LinearCrossEntropyOptions<AnyElement, D2>& o) {
+  return linear_cross_entropy(hidden, weight, target, typed_options<detail::value_t<H>, detail::device_t<H>>(o));
 }
 
 }  // namespace reel::nn::functional

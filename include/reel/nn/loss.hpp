@@ -4,14 +4,32 @@
 // label smoothing, reductions none / mean / sum, and [N, C, d1, ...] inputs.
 #include "../core/config.hpp"
 #include "functional.hpp"
+#include "../interop/any_tensor.hpp"
 
 namespace reel::inline REEL_ABI::nn::functional {
 
 enum class Reduction { None, Mean, Sum };
 
-template <class T = float, class D = CPU>
+// The element type of an options struct declared without one (`CrossEntropyOptions o;`): its
+// tensors are AnyTensor, and take the call's element type and device, checked at the call
+// (a type_error names both types where they differ).
+struct AnyElement {};
+template <class T, class D>
+using option_tensor_t = std::conditional_t<std::is_same_v<T, AnyElement>, AnyTensor, Tensor<T, D>>;
+namespace detail_opt {
+template <class T, class D>
+Tensor<T, D> typed(const AnyTensor& t, const char* what) {
+  if (!t.defined()) return {};
+  REEL_CHECK(t.dtype() == scalar_type_v<T>, type_error, what, " holds ", dtype_name(t.dtype()),
+             " but the call's tensors hold ", scalar_type_of<T>::name);
+  REEL_CHECK(t.device() == device_type_v<D>, type_error, what, " is on another device than the call's tensors");
+  return t.as<T, D>();
+}
+}  // namespace detail_opt
+
+template <class T = AnyElement, class D = CPU>
 struct CrossEntropyOptions {
-  Tensor<T, D> weight{};  // [C] class weights (constants: no gradient flows into them)
+  option_tensor_t<T, D> weight{};  // [C] class weights (constants: no gradient flows into them)
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
   double label_smoothing = 0;
@@ -55,6 +73,26 @@ Tensor<T, D> guarded_mean(const Tensor<T, D>& s, double w) {
   return Tensor<T, D>(s + std::numeric_limits<double>::quiet_NaN());
 }
 }  // namespace detail_ce
+
+// Options declared without an element type, for a call with T, D tensors.
+template <class T, class D, class D2>
+CrossEntropyOptions<T, D> typed_options(const CrossEntropyOptions<AnyElement, D2>& o) {
+  return {detail_opt::typed<T, D>(o.weight, "CrossEntropyOptions::weight"), o.ignore_index, o.reduction, o.label_smoothing};
+}
+template <class T, class D, class U, class D2>
+Tensor<T, D> cross_entropy(const Tensor<T, D>& input, const Tensor<U, D>& target, const CrossEntropyOptions<AnyElement, D2>& o) {
+  return cross_entropy(input, target, typed_options<T, D>(o));
+}
+
+// Expressions (evaluated first) and a target of neither kind.
+template <TensorLike X, TensorLike Y>
+  requires(!(is_tensor_v<X> && is_tensor_v<Y> && (std::is_integral_v<detail::value_t<Y>> || std::is_same_v<std::decay_t<X>, std::decay_t<Y>>)))
+auto cross_entropy(const X& input, const Y& target, const CrossEntropyOptions<detail::value_t<X>, detail::device_t<X>>& o = {}) {
+  static_assert(std::is_integral_v<detail::value_t<Y>> || std::is_same_v<detail::value_t<X>, detail::value_t<Y>>,
+                "reel::cross_entropy: the target holds class indices (an integer tensor) or probabilities (a tensor of "
+                "the input's element type)");
+  return cross_entropy(detail::materialize(input), detail::materialize(target), o);
+}
 
 // Class-index targets (integral tensor of the input's shape without the class dim).
 template <class T, class D, class I>

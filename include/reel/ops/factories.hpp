@@ -56,6 +56,14 @@ template <class T, class D = CPU>
 Tensor<T, D> from_vector(const std::vector<T>& v) {
   return from_vector<T, D>(v, Shape{static_cast<int64_t>(v.size())});
 }
+template <class T, class D = CPU, class U, class... S>
+  requires(!std::is_same_v<U, T> && sizeof...(S) <= 1)
+Tensor<T, D> from_vector(const std::vector<U>&, const S&...) {
+  static_assert(std::is_same_v<U, T>,
+                "reel::from_vector<T>: the vector's element type is not T: call from_vector<U> (then .to<T>()) or "
+                "build a std::vector<T>");
+  return {};
+}
 
 namespace detail {
 // One literal of a 1-d initializer list. Being a class (its conversion is user-defined)

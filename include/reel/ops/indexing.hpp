@@ -64,26 +64,22 @@ Tensor<T, D> gather_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx, 
       [idx, d, in](const Tensor<T, D>& g) { return std::vector{scatter_add_along(in, idx, g, d)}; },
       [idx, d](const std::vector<Tensor<T, D>>& t) { return gather_along(t[0], idx, d); });
 }
+// src's elements added (ScatterAdd) or stored (Scatter: scatter's values; where an index
+// repeats, the CPU keeps the last) into zeros of `sizes` at idx along d. Either way the adjoint
+// in src is gather: each src element receives the gradient of the position it went to,
+// duplicates included (for Scatter, as PyTorch's formula gives).
+template <LineOp Op, class T, class D>
+Tensor<T, D> scatter_lines(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d) {
+  auto out = gather_scatter_primal<Op>(src, idx, d, sizes);
+  if (!src.impl().autograd) return out;
+  return record_fn(
+      out, Op == LineOp::Scatter ? "ScatterBackward" : "ScatterAddBackward", {src}, {},
+      [idx, d](const Tensor<T, D>& g) { return std::vector{gather_along(g, idx, d)}; },
+      [idx, d, sizes](const std::vector<Tensor<T, D>>& t) { return scatter_lines<Op>(sizes, idx, t[0], d); });
+}
 template <class T, class D>
 Tensor<T, D> scatter_add_along(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d) {
-  auto out = gather_scatter_primal<LineOp::ScatterAdd>(src, idx, d, sizes);
-  if (!src.impl().autograd) return out;
-  return record_fn(
-      out, "ScatterAddBackward", {src}, {},
-      [idx, d](const Tensor<T, D>& g) { return std::vector{gather_along(g, idx, d)}; },
-      [idx, d, sizes](const std::vector<Tensor<T, D>>& t) { return scatter_add_along(sizes, idx, t[0], d); });
-}
-// src's elements stored into zeros of `sizes` at idx along d (scatter's values; where an index
-// repeats, the CPU keeps the last). Its adjoint in src is gather: each src element receives the
-// gradient of the position it was stored to, duplicates included, as PyTorch's formula gives.
-template <class T, class D>
-Tensor<T, D> scatter_along(const Shape& sizes, const Tensor<int64_t, D>& idx, const Tensor<T, D>& src, int64_t d) {
-  auto out = gather_scatter_primal<LineOp::Scatter>(src, idx, d, sizes);
-  if (!src.impl().autograd) return out;
-  return record_fn(
-      out, "ScatterBackward", {src}, {},
-      [idx, d](const Tensor<T, D>& g) { return std::vector{gather_along(g, idx, d)}; },
-      [idx, d, sizes](const std::vector<Tensor<T, D>>& t) { return scatter_along(sizes, idx, t[0], d); });
+  return scatter_lines<LineOp::ScatterAdd>(sizes, idx, src, d);
 }
 template <class T, class D>
 ValuesIndices<T, D> select_along(const Tensor<T, D>& x, const Tensor<int64_t, D>& idx_keep, int64_t dim, bool keepdim) {

@@ -244,6 +244,19 @@ Tensor<T, D> mv(const Tensor<T, D>& a, const Tensor<T, D>& v) {
   return mm(a, v.unsqueeze(1)).squeeze(1);
 }
 
+template <class T, class D> Tensor<T, D> matmul(const Tensor<T, D>& a, const Tensor<T, D>& b);
+// Expressions (evaluated first) and operands of different types.
+template <TensorLike A, TensorLike B>
+  requires(!same_tensors_v<A, B>)
+auto matmul(const A& a, const B& b) {
+  static_assert(std::is_same_v<detail::value_t<A>, detail::value_t<B>>,
+                "reel::matmul: the operands have different element types: convert one (.to<T>() on a tensor, "
+                "cast<T>(e) on an expression)");
+  static_assert(std::is_same_v<detail::device_t<A>, detail::device_t<B>>,
+                "reel::matmul: the operands are on different devices: move one with .to_device<D>()");
+  return matmul(detail::materialize(a), detail::materialize(b));
+}
+
 // torch.matmul: 1-d operands are promoted to matrices and the added dim removed after;
 // batch dims broadcast.
 template <class T, class D>

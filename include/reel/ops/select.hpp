@@ -106,7 +106,7 @@ Tensor<T, D> scatter(const Tensor<T, D>& x, int64_t dim, const Tensor<int64_t, D
     if (d != dim) part[d] = idx.size(d);
   auto written = detail::pad_to(detail::gather_scatter_primal<detail::LineOp::ScatterAdd>(
                                     ones<T, D>(idx.sizes()), idx, dim, part), x.sizes());
-  auto values = detail::pad_to(detail::scatter_along(part, idx, s, dim), x.sizes());
+  auto values = detail::pad_to(detail::scatter_lines<detail::LineOp::Scatter>(part, idx, s, dim), x.sizes());
   return Tensor<T, D>(where(ne(written, T(0)), values, x));
 }
 
