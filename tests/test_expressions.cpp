@@ -22,6 +22,7 @@ TEST_CASE("expressions behave like tensors: the functions and members a PyTorch 
   CHECK(nn::functional::linear_cross_entropy(x, w * 0.5, t).item() ==
         nn::functional::linear_cross_entropy(x, Tensor<double>(w * 0.5), t).item());
   CHECK(nn::functional::cross_entropy(x * 2.0, t).item() == nn::functional::cross_entropy(Tensor<double>(x * 2.0), t).item());
+  CHECK(cat(std::vector<Tensor<double>>{x * 2.0, x}, 0).sizes() == Shape{8, 3});
   // Tensor members on an expression: evaluate once, return tensors
   auto e = x * 0.02;
   CHECK(e.sizes() == Shape{4, 3});  // (shape without evaluating)

@@ -16,8 +16,9 @@ namespace reel::inline REEL_ABI::detail {
 // contracts `a * b + c` into one fused multiply-add by default (--fmad=true), and g++ does
 // too with -ffp-contract=fast (its default in GNU mode) where FMA instructions exist
 // (-march=native): one rounding instead of two, so the same formula gives different last bits
-// on the CPU and the GPU. Code whose results must agree bit for bit across devices (the range
-// factories) spells out the two roundings with these. On the device they are the _rn
+// on the CPU and the GPU. Code whose rounding is specified (the range factories, which
+// reproduce PyTorch's kernels operation by operation) spells out the two roundings with
+// these, and a fused one with fma_rn below. On the device they are the _rn
 // intrinsics, which nvcc never contracts; on the host the product passes through an empty
 // asm statement that the optimizer cannot see through, so it cannot fuse it into an FMA.
 template <class A>

@@ -269,7 +269,7 @@ REEL_HD T arange_round(A v) {
   if constexpr (is_reduced_float_v<T>)
     return from_float<T>(v);
   else
-    return static_cast<T>(v);
+    return convert<T>(v);
 }
 // Element i of arange from the accumulator's start and step. On the CPU, PyTorch fills each
 // full pair of 32-byte vectors from the vector's first element, rounded to T, plus j * step;
@@ -307,7 +307,9 @@ Tensor<T, D> fill_by_index(int64_t n, F&& f) {
 
 template <class T, class D = CPU>
 Tensor<T, D> linspace(double start, double end, int64_t steps) {
-  static_assert(!is_complex_v<T>, "reel::linspace: complex ranges are not supported");
+  static_assert(!is_complex_v<T> && !is_fp8_v<T> && !std::is_same_v<T, bool>,
+                "reel::linspace: complex, float8 and bool ranges are not supported (as in PyTorch): make a float range "
+                "and convert it");
   REEL_CHECK(steps >= 0, value_error, "linspace: number of steps must be non-negative, got ", steps);
   if (steps > 0) detail::check_range_bound<T>("linspace", start);
   if (steps > 1) detail::check_range_bound<T>("linspace", end);
@@ -318,7 +320,9 @@ Tensor<T, D> linspace(double start, double end, int64_t steps) {
 
 template <class T, class D = CPU>
 Tensor<T, D> logspace(double start, double end, int64_t steps, double base = 10.0) {
-  static_assert(!is_complex_v<T>, "reel::logspace: complex ranges are not supported");
+  static_assert(!is_complex_v<T> && !is_fp8_v<T> && !std::is_same_v<T, bool>,
+                "reel::logspace: complex, float8 and bool ranges are not supported (as in PyTorch): make a float range "
+                "and convert it");
   REEL_CHECK(steps >= 0, value_error, "logspace: number of steps must be non-negative, got ", steps);
   if (steps == 1) detail::check_range_bound<T>("logspace", std::pow(base, start));
   if (steps > 1) {
@@ -356,7 +360,9 @@ int64_t arange_size(S start, E end, P step) {
 template <class T, class D = CPU, class S, class E, class P = int>
   requires(std::is_arithmetic_v<S> && std::is_arithmetic_v<E> && std::is_arithmetic_v<P>)
 Tensor<T, D> arange(S start, E end, P step = 1) {
-  static_assert(!is_complex_v<T>, "reel::arange: complex ranges are not supported");
+  static_assert(!is_complex_v<T> && !is_fp8_v<T> && !std::is_same_v<T, bool>,
+                "reel::arange: complex, float8 and bool ranges are not supported (as in PyTorch): make a float range "
+                "and convert it");
   const int64_t n = detail::arange_size(start, end, step);
   using A = detail::arange_acc_t<T, detail::device_memory_v<D>>;
   auto acc = [](auto v) {
