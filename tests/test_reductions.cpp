@@ -288,3 +288,78 @@ TEST_CASE("prod of integer tensors: int64 result, wrapping modulo 2^64 (PyTorch)
   CHECK(prod(from_vector<uint8_t>({2, 3, 4, 5}, {2, 2}), {1}).to_vector() == std::vector<int64_t>{6, 20});
   CHECK(prod(tensor<bool>({true, false})).item() == 0);
 }
+
+TEST_CASE_TEMPLATE("sums and means of expressions are reduced as they are evaluated, with the values of the "
+                   "materialized reduction", T, float, double, std::complex<double>) {
+  Generator gen(11);
+  // trailing runs of 1, 3, 5 (short loops), 20 and 700 (blocked sums); the last dim too long
+  // for a tile (the materialized path); broadcast operands (a [n, n, w] pair difference)
+  for (int64_t w : {1, 3, 5, 20, 700, 2100}) {
+    INFO("w ", w);
+    const int64_t n = w > 100 ? 3 : 24;
+    Tensor<T> a = randn<T>({n, 1, w}, gen), b = randn<T>({1, n, w}, gen);
+    auto e = (a - b) * (a - b) + 0.5;
+    Tensor<T> m = e;  // materialized
+    for (const Shape& dims : {Shape{2}, Shape{-1}, Shape{1, 2}, Shape{}, Shape{0, 1, 2}, Shape{0}, Shape{1}}) {
+      for (bool keep : {false, true}) {
+        INFO("dims ", dims.size() ? dims[0] : -9, " keepdim ", keep);
+        auto s = sum(e, dims, keep), sm = sum(m, dims, keep);
+        CHECK(s.sizes() == sm.sizes());
+        CHECK(s.to_vector() == sm.to_vector());
+        auto mu = mean(e, dims, keep), mm = mean(m, dims, keep);
+        CHECK(mu.sizes() == mm.sizes());
+        CHECK(mu.to_vector() == mm.to_vector());
+      }
+    }
+  }
+  // several tiles of a full sum, and a 0-d expression
+  Tensor<T> big = randn<T>({5000}, gen);
+  CHECK(sum(big * 2.0 - 1.0).item() == sum(Tensor<T>(big * 2.0 - 1.0)).item());
+  CHECK(mean(big * big).item() == mean(Tensor<T>(big * big)).item());
+  Tensor<T> one = full<T>({}, T(3));
+  CHECK(sum(one * one).item() == T(9));
+  CHECK(sum(one * one).dim() == 0);
+}
+
+TEST_CASE("a fused sum of an expression: closed forms, no materialized operand, gradients, no_grad, compile") {
+  // short float runs accumulate in double (1e8 + 1 - 1e8 = 1), and a sum of -0.0 is +0.0, as
+  // when materialized
+  auto v = from_vector<float>({1e8f, 1.0f, -1e8f, 1e8f, 1.0f, -1e8f}, {2, 3});
+  CHECK(sum(v * 1.0f, Shape{1}).to_vector() == std::vector<float>{1.0f, 1.0f});
+  auto z = sum(full<double>({4, 3}, 0.0) * -1.0, Shape{1}).to_vector();
+  for (double q : z) CHECK((q == 0 && !std::signbit(q)));
+  CHECK(!std::signbit(sum(full<double>({40}, 0.0) * -1.0).item()));
+  // sum over xyz of the squared pair differences: |x_i - x_j|^2, from a closed form
+  Tensor<double> x = from_vector<double>({0, 0, 0, 1, 2, 2, -1, 0, 3}, {3, 3});
+  auto d = x.unsqueeze(1) - x.unsqueeze(0);
+  CHECK(sum(d * d, Shape{2}).to_vector() == std::vector<double>{0, 9, 10, 9, 0, 9, 10, 9, 0});
+  CHECK(mean(d * d).item() == doctest::Approx(56.0 / 27.0).epsilon(1e-15));
+  // only the result is allocated: a [60, 60, 3] expression (86.4 kB) summed over xyz
+  Generator gen(3);
+  Tensor<double> p = randn<double>({60, 3}, gen);
+  {
+    auto pd = p.unsqueeze(1) - p.unsqueeze(0);
+    const int64_t base = memory_allocated();
+    reset_peak_memory_stats();
+    auto r2 = sum(pd * pd, Shape{2});
+    CHECK(max_memory_allocated() - base < 60 * 60 * 3 * 8);
+    CHECK(r2.to_vector() == sum(Tensor<double>(pd * pd), Shape{2}).to_vector());
+  }
+  // an operand that needs a gradient: recorded (materialized), the gradient as for a tensor
+  Tensor<double> q = p.detach().requires_grad_(true);
+  auto e = sum(square(q.unsqueeze(1) - q.unsqueeze(0)));
+  e.backward();
+  // d/dx_i sum_{a,b} |x_a - x_b|^2 = 4 sum_b (x_i - x_b) = 4 (n x_i - sum_b x_b)
+  Tensor<double> want = 4.0 * (60.0 * p - sum(p, Shape{0}, true));
+  CHECK(max(abs(q.grad() - want)).item() < 1e-11);
+  {
+    autograd::no_grad g;  // nothing to record: fused
+    CHECK(sum(square(q.unsqueeze(1) - q.unsqueeze(0))).item() == doctest::Approx(e.item()).epsilon(1e-14));
+  }
+  // captured by compile and replayed on new values
+  auto f = [](const Tensor<double>& y) { return sum(square(y.unsqueeze(1) - y.unsqueeze(0)), Shape{2}); };
+  auto fc = autograd::compile(f);
+  CHECK(fc(p).to_vector() == f(p).to_vector());
+  Tensor<double> p2 = p * 2.0 + 1.0;
+  CHECK(fc(p2).to_vector() == f(p2).to_vector());
+}

@@ -353,6 +353,16 @@ template <class T, class D> bool any_leaf_meta(const Tensor<T, D>& t) { return t
 template <class Op, class... A> bool any_leaf_meta(const Expr<Op, A...>& e) {
   return std::apply([&](const auto&... a) { return (false || ... || any_leaf_meta(a)); }, e.args);
 }
+// Whether evaluating e records (a leaf needs a gradient or carries a tangent).
+template <class E> bool expr_records(const E& e) {
+  if (!any_leaf_meta(e)) return false;
+  const GradPtr* leaves[kMaxOperands];
+  const TensorImpl* lp[kMaxOperands];
+  size_t n = 0;
+  collect_leaf_impls(e, leaves, n);
+  for (size_t k = 0; k < n; ++k) lp[k] = leaves[k]->get();
+  return autograd_needed(lp, n);
+}
 
 // Sums a gradient over the dimensions that broadcasting added or expanded.
 template <class T, class D>

@@ -89,7 +89,10 @@ REEL_INLINE void plan_iteration(const Operands& ops, IterPlan& p) {
   p.nd = nd;
 }
 
-REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok, bool serial) {
+// run_rows (tile == 0) and run_rows_tiled (tile > 0, one thread, operand 0's offsets taken
+// from each tile's start).
+REEL_INLINE void run_rows_impl(const Operands& ops, void* self, RowFn row_fn, bool planes_ok, bool serial, int64_t tile,
+                               const RangeFn* done) {
   int64_t n = numel_of(*ops.sizes[0]);
   if (n == 0) return;
   if (n == 1) {  // one element (scalars, losses, scalar graphs): nothing to plan
@@ -97,6 +100,7 @@ REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool pl
                kMaxDims, " dimensions, got ", ops.sizes[0]->size());
     int64_t off[kMaxOperands] = {}, inner[kMaxOperands] = {};
     row_fn(self, RowCtx{ops.base, off, inner, inner, inner, 1}, 1, 1, true);
+    if (done) (*done)(0, 1);
     return;
   }
   IterPlan plan;
@@ -116,7 +120,7 @@ REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool pl
     unit = unit && inner[k] == 1;
   }
   planes_ok = planes_ok && nd >= 3;
-  auto work = [&](int64_t begin, int64_t end) {
+  auto work = [&](int64_t begin, int64_t end, int64_t base0 = 0) {
     int64_t idx[kMaxDims] = {};  // coordinates of the current row (dims 0 .. nd-2)
     int64_t off[kMaxOperands];
     int64_t row = begin / len, col = begin % len;
@@ -131,6 +135,7 @@ REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool pl
         for (int64_t d = 0; d < nd - 1; ++d) o += idx[d] * st[k * kMaxDims + d];
         off[k] = o;
       }
+      off[0] -= base0;
       int64_t cnt = std::min(len - col, end - pos), rows = 1, planes = 1;
       if (col == 0 && cnt == len && nd >= 2) rows = std::min(nrow - idx[nd - 2], (end - pos) / len);
       if (planes_ok && rows == nrow && idx[nd - 2] == 0)
@@ -147,10 +152,25 @@ REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool pl
       }
     }
   };
-  if (serial)
+  if (tile > 0) {
+    for (int64_t b = 0; b < n; b += tile) {
+      const int64_t e = std::min(n, b + tile);
+      work(b, e, b);
+      (*done)(b, e);
+    }
+  } else if (serial) {
     work(0, n);
-  else
-    parallel_range(n, work);
+  } else {
+    parallel_range(n, [&](int64_t b, int64_t e) { work(b, e); });
+  }
+}
+
+REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok, bool serial) {
+  run_rows_impl(ops, self, row_fn, planes_ok, serial, 0, nullptr);
+}
+
+REEL_INLINE void run_rows_tiled(const Operands& ops, void* self, RowFn row_fn, int64_t tile, RangeFn done) {
+  run_rows_impl(ops, self, row_fn, true, true, tile, &done);
 }
 
 REEL_INLINE void copy2d(void* dst, int64_t di, int64_t dob, const void* src, int64_t si, int64_t sob, int64_t n, int64_t rows,

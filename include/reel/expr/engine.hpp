@@ -232,6 +232,11 @@ REEL_INLINE void plan_iteration(const Operands& ops, IterPlan& p);
 // kernel's per-call setup is paid once per slab, not once per block of short rows.
 using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
 REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok = false, bool serial = false);
+// run_rows on one thread over consecutive tiles of `tile` elements of the iteration space,
+// calling done(begin, end) after each. Operand 0 must be contiguous; its offsets are taken
+// from the tile's start, so it can be a buffer of one tile (a reduction reads an expression
+// tile by tile instead of materializing it).
+REEL_INLINE void run_rows_tiled(const Operands& ops, void* self, RowFn row_fn, int64_t tile, RangeFn done);
 
 constexpr size_t gcd_of(size_t a, size_t b) { return b == 0 ? a : gcd_of(b, a % b); }
 
@@ -323,6 +328,7 @@ inline constexpr int64_t kEigenMinRow = 16;
 inline constexpr int64_t kShortRow = 8;
 
 template <class R, class E> void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e);
+template <class R, class E> void eval_row_block(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
 
 // The storages an expression reads (for a capture's buffer sharing).
 template <class E>
@@ -359,6 +365,77 @@ void eval_into(const Tensor<R, D>& out, const E& e) {
   }
 }
 
+// The row kernel of expression E writing R: a block of `rows` rows of `cnt` elements.
+template <class R, class E>
+void eval_row_block(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit) {
+  const E& ex = *static_cast<const E*>(self);
+  constexpr int N = leaf_count_v<E> + 1;
+  int64_t off[N], inner[N];  // local copies: the stores through o cannot alias them
+  for (int k = 0; k < N; ++k) inner[k] = c.inner[k];
+  R* const o = static_cast<R*>(const_cast<void*>(c.base[0]));
+  if (cnt < kShortRow && rows > cnt) {
+    if constexpr (eigen_able<E>::value) {
+      // Each block is one dense run of the output (a [n, m, 3] result): operands
+      // that are not (broadcast rows, strided views) are gathered into dense runs
+      // first (once for all planes when they do not move from plane to plane), and
+      // the whole block is one vectorized Eigen loop.
+      if (inner[0] == 1 && c.outer[0] == cnt && rows * cnt <= kFlatBlock) {
+        const int64_t m = rows * cnt;
+        static constexpr auto bytes = leaf_bytes<E>();
+        alignas(64) thread_local unsigned char scratch[kFlatBlock * 16 * (N > 1 ? N - 1 : 1)];
+        const void* base[N];
+        int64_t zoff[N], one[N];
+        bool dense[N];
+        for (int k = 0; k < N; ++k) {
+          one[k] = 1;
+          off[k] = c.off[k];
+          dense[k] = inner[k] == 1 && c.outer[k] == cnt;
+          base[k] = dense[k] ? c.base[k] : scratch + (k - 1) * kFlatBlock * 16;
+        }
+        const RowCtx fc{base, zoff, one, one};
+        for (int64_t p = 0; p < c.planes; ++p) {
+          for (int k = 0; k < N; ++k) {
+            zoff[k] = dense[k] ? off[k] : 0;
+            if (!dense[k] && (p == 0 || c.outer2[k] != 0))
+              copy2d(scratch + (k - 1) * kFlatBlock * 16, 1, cnt,
+                     static_cast<const unsigned char*>(c.base[k]) + off[k] * bytes[k], inner[k], c.outer[k],
+                     cnt, rows, bytes[k]);
+            off[k] += c.outer2[k];
+          }
+          Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>>(o + zoff[0], m) = cast_eigen<R>(eval_eigen<1>(ex, fc, m));
+        }
+        return;
+      }
+    }
+  }
+  for (int64_t p = 0; p < c.planes; ++p) {
+    for (int k = 0; k < N; ++k) off[k] = c.off[k] + p * c.outer2[k];
+    const RowCtx rc{c.base, off, inner, c.outer};
+    if (cnt < kShortRow && rows > cnt) {  // short rows: the loop runs across them
+      int64_t outer[N];
+      for (int k = 0; k < N; ++k) outer[k] = c.outer[k];
+      const RowCtx cc{c.base, off, outer, inner};
+      for (int64_t i = 0; i < cnt; ++i) {
+        for (int64_t r = 0; r < rows; ++r) o[off[0] + r * outer[0]] = convert<R>(eval_at<1>(ex, cc, r));
+        for (int k = 0; k < N; ++k) off[k] += inner[k];
+      }
+      continue;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (eigen_able<E>::value) {
+        if (unit && cnt >= kEigenMinRow) {
+          Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o + off[0], cnt);
+          m = cast_eigen<R>(eval_eigen<1>(ex, rc, cnt));
+          for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+          continue;
+        }
+      }
+      for (int64_t i = 0; i < cnt; ++i) o[off[0] + i * inner[0]] = convert<R>(eval_at<1>(ex, rc, i));
+      for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+    }
+  }
+}
+
 // The CPU evaluation proper: the expression's row kernel over the planned iteration space.
 template <class R, class E>
 void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e) {
@@ -366,78 +443,21 @@ void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e) {
     Operands ops;
     ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
     collect_leaves(e, ops);
-    run_rows(
-        ops, const_cast<E*>(&e),
-        [](void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit) {
-          const E& ex = *static_cast<const E*>(self);
-          constexpr int N = leaf_count_v<E> + 1;
-          int64_t off[N], inner[N];  // local copies: the stores through o cannot alias them
-          for (int k = 0; k < N; ++k) inner[k] = c.inner[k];
-          R* const o = static_cast<R*>(const_cast<void*>(c.base[0]));
-          if (cnt < kShortRow && rows > cnt) {
-            if constexpr (eigen_able<E>::value) {
-              // Each block is one dense run of the output (a [n, m, 3] result): operands
-              // that are not (broadcast rows, strided views) are gathered into dense runs
-              // first (once for all planes when they do not move from plane to plane), and
-              // the whole block is one vectorized Eigen loop.
-              if (inner[0] == 1 && c.outer[0] == cnt && rows * cnt <= kFlatBlock) {
-                const int64_t m = rows * cnt;
-                static constexpr auto bytes = leaf_bytes<E>();
-                alignas(64) thread_local unsigned char scratch[kFlatBlock * 16 * (N > 1 ? N - 1 : 1)];
-                const void* base[N];
-                int64_t zoff[N], one[N];
-                bool dense[N];
-                for (int k = 0; k < N; ++k) {
-                  one[k] = 1;
-                  off[k] = c.off[k];
-                  dense[k] = inner[k] == 1 && c.outer[k] == cnt;
-                  base[k] = dense[k] ? c.base[k] : scratch + (k - 1) * kFlatBlock * 16;
-                }
-                const RowCtx fc{base, zoff, one, one};
-                for (int64_t p = 0; p < c.planes; ++p) {
-                  for (int k = 0; k < N; ++k) {
-                    zoff[k] = dense[k] ? off[k] : 0;
-                    if (!dense[k] && (p == 0 || c.outer2[k] != 0))
-                      copy2d(scratch + (k - 1) * kFlatBlock * 16, 1, cnt,
-                             static_cast<const unsigned char*>(c.base[k]) + off[k] * bytes[k], inner[k], c.outer[k],
-                             cnt, rows, bytes[k]);
-                    off[k] += c.outer2[k];
-                  }
-                  Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>>(o + zoff[0], m) = cast_eigen<R>(eval_eigen<1>(ex, fc, m));
-                }
-                return;
-              }
-            }
-          }
-          for (int64_t p = 0; p < c.planes; ++p) {
-            for (int k = 0; k < N; ++k) off[k] = c.off[k] + p * c.outer2[k];
-            const RowCtx rc{c.base, off, inner, c.outer};
-            if (cnt < kShortRow && rows > cnt) {  // short rows: the loop runs across them
-              int64_t outer[N];
-              for (int k = 0; k < N; ++k) outer[k] = c.outer[k];
-              const RowCtx cc{c.base, off, outer, inner};
-              for (int64_t i = 0; i < cnt; ++i) {
-                for (int64_t r = 0; r < rows; ++r) o[off[0] + r * outer[0]] = convert<R>(eval_at<1>(ex, cc, r));
-                for (int k = 0; k < N; ++k) off[k] += inner[k];
-              }
-              continue;
-            }
-            for (int64_t r = 0; r < rows; ++r) {
-              if constexpr (eigen_able<E>::value) {
-                if (unit && cnt >= kEigenMinRow) {
-                  Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o + off[0], cnt);
-                  m = cast_eigen<R>(eval_eigen<1>(ex, rc, cnt));
-                  for (int k = 0; k < N; ++k) off[k] += c.outer[k];
-                  continue;
-                }
-              }
-              for (int64_t i = 0; i < cnt; ++i) o[off[0] + i * inner[0]] = convert<R>(eval_at<1>(ex, rc, i));
-              for (int k = 0; k < N; ++k) off[k] += c.outer[k];
-            }
-          }
-        },
-        /*planes_ok=*/true);
+    run_rows(ops, const_cast<E*>(&e), &eval_row_block<R, E>, /*planes_ok=*/true);
   }
+}
+
+// Evaluates e on the CPU, on one thread, in row-major tiles of `tile` elements written to
+// `buf` (room for one tile), calling f(buf, begin, len) after each: e read without being
+// materialized (reductions of expressions).
+template <class R, class E, class F>
+void eval_tiles_cpu(const E& e, int64_t tile, R* buf, F&& f) {
+  const Shape s = shape_of(e), st = contiguous_strides(s);
+  Operands ops;
+  ops.add(buf, s, st);
+  collect_leaves(e, ops);
+  auto done = [&](int64_t b, int64_t end) { f(static_cast<const R*>(buf), b, end - b); };
+  run_rows_tiled(ops, const_cast<E*>(&e), &eval_row_block<R, E>, tile, RangeFn(done));
 }
 
 template <class T, class D, class E>

@@ -111,9 +111,11 @@ void sum_cols_fixed(Acc* __restrict o, const T* __restrict in, int64_t rows) {
 // long unit-stride ones go through sum_run; a kept inner dim adds whole slices. Float
 // accumulates in double, as sum_run does.
 template <class T>
+using strided_acc_t = std::conditional_t<std::is_same_v<T, float>, double,
+                      std::conditional_t<std::is_same_v<T, std::complex<float>>, std::complex<double>, T>>;
+template <class T>
 void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double,
-              std::conditional_t<std::is_same_v<T, std::complex<float>>, std::complex<double>, T>>;
+  using Acc = strided_acc_t<T>;
   const int64_t nout = p.outer;
   if (p.inner >= 2 && p.inner <= 4 && x.is_contiguous() && std::is_sorted(p.perm.begin(), p.perm.end())) {
     // contiguous, reduced over short trailing dims ([n, m, 3] over the 3): each output is
@@ -270,23 +272,27 @@ auto eigen_run(const T* p, int64_t n) {
 // double for float input (cheap, and much more accurate than one long float chain). Long
 // runs are split between threads.
 template <class A, class T>
+using run_acc_t = std::conditional_t<std::is_same_v<compute_t<T>, float>, double,
+                  std::conditional_t<std::is_same_v<compute_t<T>, std::complex<float>>, std::complex<double>, A>>;
+inline constexpr int64_t kSumBlock = 1024;
+// acc plus the sums of p's blocks of kSumBlock elements, in order.
+template <class Acc, class T>
+Acc add_blocks(Acc acc, const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += kSumBlock) {
+    int64_t len = std::min(kSumBlock, n - i);
+    if constexpr (std::is_same_v<T, bool>)
+      acc += static_cast<Acc>(std::count(p + i, p + i + len, true));
+    else if constexpr (std::is_integral_v<T>)
+      acc += static_cast<Acc>(eigen_run(p + i, len).template cast<int64_t>().sum());
+    else
+      acc += static_cast<Acc>(eigen_run(p + i, len).sum());
+  }
+  return acc;
+}
+template <class A, class T>
 A sum_run(const T* p, int64_t n) {
-  constexpr int64_t kBlock = 1024;
-  using Acc = std::conditional_t<std::is_same_v<compute_t<T>, float>, double,
-              std::conditional_t<std::is_same_v<compute_t<T>, std::complex<float>>, std::complex<double>, A>>;
-  auto block_sum = [&](int64_t b, int64_t e) {
-    Acc acc{};
-    for (int64_t i = b; i < e; i += kBlock) {
-      int64_t len = std::min(kBlock, e - i);
-      if constexpr (std::is_same_v<T, bool>)
-        acc += static_cast<Acc>(std::count(p + i, p + i + len, true));
-      else if constexpr (std::is_integral_v<T>)
-        acc += static_cast<Acc>(eigen_run(p + i, len).template cast<int64_t>().sum());
-      else
-        acc += static_cast<Acc>(eigen_run(p + i, len).sum());
-    }
-    return acc;
-  };
+  using Acc = run_acc_t<A, T>;
+  auto block_sum = [&](int64_t b, int64_t e) { return add_blocks(Acc{}, p + b, e - b); };
   int nt = num_threads_for(n);
   if (nt <= 1) return convert<A>(block_sum(0, n));
   std::vector<Acc> part(nt, Acc{});
@@ -300,6 +306,56 @@ A sum_run(const T* p, int64_t n) {
   Acc acc{};
   for (auto& v : part) acc += v;
   return convert<A>(acc);
+}
+
+// sum / mean of expression e over its trailing dims or all of them (p: e's reduction plan,
+// perm the identity), on one thread, with e never materialized: e is evaluated in tiles
+// (whole runs; blocks of kSumBlock for a full reduction) and each tile reduced as
+// reduce_runs reduces the materialized tensor below kParallelThreshold, in the same order
+// with the same accumulators (sum_runs_fixed, sum_run / add_blocks).
+inline constexpr int64_t kReduceTile = 2 * kSumBlock;
+inline unsigned char* reduce_tile_buffer() {
+  alignas(64) static thread_local unsigned char b[kReduceTile * 16];
+  return b;
+}
+template <class T, class E>
+void sum_expr_cpu(const E& e, const ReducePlan& p, bool mean, T* dst) {
+  static_assert(sizeof(T) <= 16);
+  T* buf = reinterpret_cast<T*>(reduce_tile_buffer());
+  const int64_t inner = p.inner;
+  if (p.outer == 1) {  // as reduce_runs' f: sum_run<T> for a sum, sum_run<C> / n for a mean
+    using C = compute_t<T>;
+    auto reduce_all = [&](auto a) {
+      using A = decltype(a);
+      run_acc_t<A, T> acc{};
+      eval_tiles_cpu(e, kReduceTile, buf, [&](const T* t, int64_t, int64_t len) { acc = add_blocks(acc, t, len); });
+      return convert<A>(acc);
+    };
+    dst[0] = mean ? convert<T>(reduce_all(C{}) / static_cast<real_t<C>>(inner)) : reduce_all(T{});
+    return;
+  }
+  // as sum_strided: runs of 2-4 elements by sum_runs_fixed, longer ones from +0 in Acc
+  using Acc = strided_acc_t<T>;
+  const real_t<Acc> n = static_cast<real_t<Acc>>(inner);
+  eval_tiles_cpu(e, std::max<int64_t>(1, kReduceTile / inner) * inner, buf, [&](const T* t, int64_t b, int64_t len) {
+    T* o = dst + b / inner;
+    const int64_t rows = len / inner;
+    switch (inner) {
+      case 2: return sum_runs_fixed<2, Acc>(o, t, rows, mean);
+      case 3: return sum_runs_fixed<3, Acc>(o, t, rows, mean);
+      case 4: return sum_runs_fixed<4, Acc>(o, t, rows, mean);
+      default: break;
+    }
+    for (int64_t r = 0; r < rows; ++r, t += inner) {
+      Acc a{};
+      if (inner >= 16) {
+        a += sum_run<Acc>(t, inner);
+      } else {
+        for (int64_t i = 0; i < inner; ++i) a += static_cast<Acc>(t[i]);
+      }
+      o[r] = static_cast<T>(mean ? a / n : a);
+    }
+  });
 }
 
 }  // namespace detail

@@ -2,6 +2,7 @@
 // Reductions and scans (sorting, histc, cat/stack, gather/scatter: sorting.hpp, histc.hpp,
 // cat.hpp, indexing.hpp; the kernels: reduce_kernels.hpp).
 #include "../core/config.hpp"
+#include <optional>
 
 #include "reduce_kernels.hpp"
 #include "select.hpp"
@@ -26,9 +27,39 @@ Tensor<detail::sum_t<detail::value_t<X>>, detail::device_t<X>> sum(const X& xe, 
                                              detail::grad_type_ptr<T, D>()));
   return out;
 }
+namespace detail {
+// sum / mean of an expression without materializing it, where that gives what reducing the
+// materialized tensor gives: on the CPU, float / double / complex, below the parallel
+// threshold, over trailing dims (or all), nothing to record. Empty where it does not apply.
+template <bool Mean, class E>
+std::optional<Tensor<value_t<E>, device_t<E>>> reduce_expr(const E& e, const Shape& dims, bool keepdim,
+                                                             const char* fn) {
+  using T = value_t<E>;
+  if constexpr (std::is_same_v<device_t<E>, CPU> && (std::is_floating_point_v<T> || is_complex_v<T>)) {
+    const Shape s = shape_of(e);
+    const int64_t n = numel_of(s);
+    if (n == 0 || n >= kParallelThreshold || expr_records(e)) return std::nullopt;
+    auto p = plan_reduce(s, dims, keepdim, fn);
+    if (!std::is_sorted(p.perm.begin(), p.perm.end()) || (p.outer > 1 && p.inner > kReduceTile)) return std::nullopt;
+    auto out = empty<T, CPU>(p.out);
+    if (CaptureTrace* t = capturing())
+      t->record({out.impl().storage.get()}, leaf_storages(e),
+                [e, p, out] { sum_expr_cpu(e, p, Mean, out.mutable_data_ptr()); });
+    else
+      sum_expr_cpu(e, p, Mean, out.mutable_data_ptr());
+    return out;
+  } else {
+    return std::nullopt;
+  }
+}
+}  // namespace detail
+
+// (An expression is reduced as it is evaluated where detail::reduce_expr applies.)
 template <class X>
   requires is_expr_v<X>
 auto sum(const X& xe, Shape dims = {}, bool keepdim = false) {
+  if constexpr (std::is_same_v<detail::sum_t<detail::value_t<X>>, detail::value_t<X>>)
+    if (auto r = detail::reduce_expr<false>(xe, dims, keepdim, "sum")) return *r;
   return sum(detail::materialize(xe), dims, keepdim);
 }
 
@@ -56,6 +87,7 @@ Tensor<detail::value_t<X>, detail::device_t<X>> mean(const X& xe, Shape dims = {
 template <class X>
   requires is_expr_v<X>
 auto mean(const X& xe, Shape dims = {}, bool keepdim = false) {
+  if (auto r = detail::reduce_expr<true>(xe, dims, keepdim, "mean")) return *r;
   return mean(detail::materialize(xe), dims, keepdim);
 }
 
