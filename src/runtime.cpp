@@ -22,3 +22,4 @@
 #include <reel/autograd/ir_program-inl.hpp>
 #include <reel/autograd/record-inl.hpp>
 #include <reel/autograd/record_fn-inl.hpp>
+#include <reel/nn/scaled_mm-inl.hpp>

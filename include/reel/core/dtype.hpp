@@ -10,6 +10,7 @@
 #include "errors.hpp"
 #include "hd.hpp"
 #include "float8.hpp"
+#include "float_mx.hpp"
 
 namespace reel::inline REEL_ABI {
 
@@ -18,7 +19,8 @@ using bfloat16 = Eigen::bfloat16;
 
 enum class ScalarType {
   Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
-  Half, BFloat16, Float8_e4m3fn, Float8_e5m2, Float, Double, ComplexFloat, ComplexDouble
+  Half, BFloat16, Float8_e4m3fn, Float8_e5m2, Float, Double, ComplexFloat, ComplexDouble,
+  Float8_e8m0fnu, Float4_e2m1fn_x2
 };
 
 template <class T> struct scalar_type_of;
@@ -47,6 +49,8 @@ REEL_DTYPE(float, Float, "torch.float32", 4)
 REEL_DTYPE(double, Double, "torch.float64", 8)
 REEL_DTYPE(std::complex<float>, ComplexFloat, "torch.complex64", 8)
 REEL_DTYPE(std::complex<double>, ComplexDouble, "torch.complex128", 16)
+REEL_DTYPE(float8_e8m0fnu, Float8_e8m0fnu, "torch.float8_e8m0fnu", 1)
+REEL_DTYPE(float4_e2m1fn_x2, Float4_e2m1fn_x2, "torch.float4_e2m1fn_x2", 1)
 #undef REEL_DTYPE
 
 template <ScalarType S> using type_of = typename detail::type_of_impl<S>::type;
@@ -62,7 +66,8 @@ decltype(auto) visit_dtype(ScalarType s, F&& f) {
     REEL_CASE(Bool) REEL_CASE(Int8) REEL_CASE(Int16) REEL_CASE(Int32) REEL_CASE(Int64)
     REEL_CASE(UInt8) REEL_CASE(UInt16) REEL_CASE(UInt32) REEL_CASE(UInt64) REEL_CASE(Half)
     REEL_CASE(BFloat16) REEL_CASE(Float8_e4m3fn) REEL_CASE(Float8_e5m2) REEL_CASE(Float)
-    REEL_CASE(Double) REEL_CASE(ComplexFloat) REEL_CASE(ComplexDouble)
+    REEL_CASE(Double) REEL_CASE(ComplexFloat) REEL_CASE(ComplexDouble) REEL_CASE(Float8_e8m0fnu)
+    REEL_CASE(Float4_e2m1fn_x2)
 #undef REEL_CASE
   }
   raise<value_error>("unknown ScalarType ", static_cast<int>(s));
@@ -80,7 +85,9 @@ template <class T> struct is_complex<std::complex<T>> : std::true_type {};
 template <class T> inline constexpr bool is_complex_v = is_complex<T>::value;
 
 template <class T> inline constexpr bool is_fp8_v =
-    std::is_same_v<T, float8_e4m3fn> || std::is_same_v<T, float8_e5m2>;
+    std::is_same_v<T, float8_e4m3fn> || std::is_same_v<T, float8_e5m2> || std::is_same_v<T, float8_e8m0fnu>;
+// Two FP4 values per element: no arithmetic, no conversions (pack_fp4 / unpack_fp4).
+template <class T> inline constexpr bool is_fp4_v = std::is_same_v<T, float4_e2m1fn_x2>;
 template <class T> inline constexpr bool is_reduced_float_v =
     std::is_same_v<T, half> || std::is_same_v<T, bfloat16> || is_fp8_v<T>;
 template <class T> inline constexpr bool is_floating_v =
@@ -116,6 +123,8 @@ template <class A, class B> struct promote_impl;
 
 template <class A, class B>
 constexpr auto promote_pick() {
+  static_assert(!is_fp4_v<A> && !is_fp4_v<B>,
+                "reel: float4_e2m1fn_x2 packs two FP4 values per element; unpack_fp4() them to compute");
   if constexpr (std::is_same_v<A, B>) {
     return std::type_identity<A>{};
   } else if constexpr (is_fp8_v<A> || is_fp8_v<B>) {
@@ -191,6 +200,8 @@ template <class S> inline constexpr bool is_cpp_scalar_v =
 // real part (PyTorch does the same with a warning), and reduced floats through float.
 template <class To, class From>
 REEL_HD inline To convert(const From& v) {
+  static_assert(std::is_same_v<To, From> || (!is_fp4_v<To> && !is_fp4_v<From>),
+                "reel: float4_e2m1fn_x2 packs two FP4 values per element; convert with pack_fp4() / unpack_fp4()");
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (is_complex_v<From> && !is_complex_v<To>) {

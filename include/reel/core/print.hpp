@@ -70,6 +70,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T, D>& t) {
         if constexpr (is_complex_v<T>) {
           parts.push_back(static_cast<double>(v.real()));
           parts.push_back(static_cast<double>(v.imag()));
+        } else if constexpr (is_fp4_v<T>) {
+          parts.push_back(static_cast<double>(v.bits()));  // (the packed byte, as PyTorch prints it)
         } else {
           parts.push_back(convert<double>(v));
         }

@@ -74,6 +74,8 @@ template <class E> Shape shape_of(const E& e);
 }
 template <class Op, class... Args>
 struct Expr : ExprBase {
+  static_assert((!is_fp4_v<detail::value_t<Args>> && ...),
+                "reel: float4_e2m1fn_x2 packs two FP4 values per element; unpack_fp4() them to compute");
   using result_type = typename Op::template result<detail::value_t<Args>...>;
   using value_type = result_type;
   using device_type = typename detail::common_device<detail::device_t<Args>...>::type;

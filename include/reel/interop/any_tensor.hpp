@@ -65,15 +65,19 @@ inline void require_ordered_any(const AnyTensor& x, const char* fn) {
   if (x.dtype() == ScalarType::ComplexFloat || x.dtype() == ScalarType::ComplexDouble)
     raise<type_error>(fn, ": complex numbers have no order, so ", fn, " is not defined for ", dtype_name(x.dtype()),
                       " tensors");
-  if (x.dtype() == ScalarType::Float8_e4m3fn || x.dtype() == ScalarType::Float8_e5m2)
+  if (x.dtype() == ScalarType::Float8_e4m3fn || x.dtype() == ScalarType::Float8_e5m2 ||
+      x.dtype() == ScalarType::Float8_e8m0fnu)
     raise<type_error>(fn, ": not implemented for ", dtype_name(x.dtype()), " tensors (convert with .to<float>())");
+  if (x.dtype() == ScalarType::Float4_e2m1fn_x2)
+    raise<type_error>(fn, ": not implemented for ", dtype_name(x.dtype()), " tensors (two FP4 values per element: ",
+                      "unpack_fp4() them first)");
 }
 template <class F>
 AnyTensor visit_ordered(const AnyTensor& x, const char* fn, F&& f) {
   require_ordered_any(x, fn);
   return visit_dtype(x.dtype(), [&](auto v) -> AnyTensor {
     using T = decltype(v);
-    if constexpr (is_complex_v<T> || is_fp8_v<T>)
+    if constexpr (is_complex_v<T> || is_fp8_v<T> || is_fp4_v<T>)
       return {};  // unreachable: rejected above
     else
       return AnyTensor(f(x.as<T>()));

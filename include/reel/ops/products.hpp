@@ -103,7 +103,7 @@ bool blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, in
 template <class T, class D>
 void check_matmul_types() {
   static_assert(!std::is_same_v<T, bool>, "reel::matmul: not implemented for bool tensors");
-  static_assert(!is_fp8_v<T>, "reel::matmul: float8 tensors multiply through scaled_mm");
+  static_assert(!is_fp8_v<T>, "reel::matmul: float8 tensors multiply through nn::functional::scaled_mm");
 }
 
 // C[m, n] (+)= op(A) op(B), C row-major; op(A) = A[m, k] row-major, or A stored as [k, m]
