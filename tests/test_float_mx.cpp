@@ -58,15 +58,17 @@ TEST_CASE("float8_e8m0fnu: conversions from float round as PyTorch's, element an
 
 TEST_CASE("float4_e2m1fn_x2: codes, rounding and packing as PyTorch's FP4 data") {
   for (int c = 0; c < 16; ++c) CHECK(bits_of(float4_e2m1fn_x2::decode(static_cast<uint8_t>(c))) == reel_ref::fp4_to_f32[c]);
-  constexpr size_t n = sizeof(reel_ref::fp4_from_f32_in) / sizeof(uint32_t);
-  static_assert(n == sizeof(reel_ref::fp4_from_f32_out));
+  std::vector<uint32_t> in_bits(std::begin(reel_ref::e8m0_from_f32_in), std::end(reel_ref::e8m0_from_f32_in));
+  in_bits.insert(in_bits.end(), std::begin(reel_ref::fp4_extra_in), std::end(reel_ref::fp4_extra_in));
+  const size_t n = in_bits.size();
+  REQUIRE(n == sizeof(reel_ref::fp4_from_f32_out));
   std::vector<float> in(n);
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
-    in[i] = std::bit_cast<float>(reel_ref::fp4_from_f32_in[i]);
+    in[i] = std::bit_cast<float>(in_bits[i]);
     if (float4_e2m1fn_x2::encode(in[i]) != reel_ref::fp4_from_f32_out[i]) {
       ++bad;
-      INFO("bits 0x", std::hex, reel_ref::fp4_from_f32_in[i]);
+      INFO("bits 0x", std::hex, in_bits[i]);
       CHECK(int(float4_e2m1fn_x2::encode(in[i])) == int(reel_ref::fp4_from_f32_out[i]));
     }
   }

@@ -353,15 +353,22 @@ template <class T, class D> bool any_leaf_meta(const Tensor<T, D>& t) { return t
 template <class Op, class... A> bool any_leaf_meta(const Expr<Op, A...>& e) {
   return std::apply([&](const auto&... a) { return (false || ... || any_leaf_meta(a)); }, e.args);
 }
-// Whether evaluating e records (a leaf needs a gradient or carries a tangent).
-template <class E> bool expr_records(const E& e) {
-  if (!any_leaf_meta(e)) return false;
-  const GradPtr* leaves[kMaxOperands];
-  const TensorImpl* lp[kMaxOperands];
+// An expression's tensor leaves, and whether evaluating it records (a leaf needs a gradient
+// or carries a tangent).
+struct ExprLeaves {
+  const GradPtr* ptr[kMaxOperands];
+  const TensorImpl* impl[kMaxOperands];
   size_t n = 0;
-  collect_leaf_impls(e, leaves, n);
-  for (size_t k = 0; k < n; ++k) lp[k] = leaves[k]->get();
-  return autograd_needed(lp, n);
+};
+template <class E> bool expr_records(const E& e, ExprLeaves& l) {
+  if (!any_leaf_meta(e)) return false;
+  collect_leaf_impls(e, l.ptr, l.n);
+  for (size_t k = 0; k < l.n; ++k) l.impl[k] = l.ptr[k]->get();
+  return autograd_needed(l.impl, l.n);
+}
+template <class E> bool expr_records(const E& e) {
+  ExprLeaves l;
+  return expr_records(e, l);
 }
 
 // Sums a gradient over the dimensions that broadcasting added or expanded.
@@ -512,16 +519,11 @@ struct Recorder {
   static PendingRecord begin(const E& e) {
     PendingRecord p;
     if constexpr (autograd_type_v<T, D>) {
-      if (!any_leaf_meta(e)) return p;
-      const GradPtr* leaves[kMaxOperands];
-      const TensorImpl* lp[kMaxOperands];
-      size_t n = 0;
-      collect_leaf_impls(e, leaves, n);
-      for (size_t k = 0; k < n; ++k) lp[k] = leaves[k]->get();
-      if (!autograd_needed(lp, n)) return p;
+      ExprLeaves l;
+      if (!expr_records(e, l)) return p;
       p.active = true;
-      p.inputs.reserve(n);
-      for (size_t k = 0; k < n; ++k) p.inputs.push_back({*leaves[k], version_of(*lp[k])});
+      p.inputs.reserve(l.n);
+      for (size_t k = 0; k < l.n; ++k) p.inputs.push_back({*l.ptr[k], version_of(*l.impl[k])});
     }
     return p;
   }

@@ -96,8 +96,8 @@ struct Expr : ExprBase {
   // The Tensor members a PyTorch user calls on a result: each evaluates the expression once
   // (an expression held in `auto` stays unevaluated until one of these, or a conversion to
   // Tensor, asks for its values).
-  auto sum() const { return eval().sum(); }
-  auto mean() const { return eval().mean(); }
+  auto sum() const;   // (ops/reductions.hpp: reduced as it is evaluated where it can be)
+  auto mean() const;
   Tensor<value_type, device_type> requires_grad_(bool on = true) const {
     auto t = eval();
     t.requires_grad_(on);

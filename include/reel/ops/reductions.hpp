@@ -35,13 +35,14 @@ template <bool Mean, class E>
 std::optional<Tensor<value_t<E>, device_t<E>>> reduce_expr(const E& e, const Shape& dims, bool keepdim,
                                                              const char* fn) {
   using T = value_t<E>;
-  if constexpr (std::is_same_v<device_t<E>, CPU> && (std::is_floating_point_v<T> || is_complex_v<T>)) {
+  using D = device_t<E>;
+  if constexpr (Backend<D>::host_memory && (std::is_floating_point_v<T> || is_complex_v<T>)) {
     const Shape s = shape_of(e);
     const int64_t n = numel_of(s);
     if (n == 0 || n >= kParallelThreshold || expr_records(e)) return std::nullopt;
     auto p = plan_reduce(s, dims, keepdim, fn);
     if (!std::is_sorted(p.perm.begin(), p.perm.end()) || (p.outer > 1 && p.inner > kReduceTile)) return std::nullopt;
-    auto out = empty<T, CPU>(p.out);
+    auto out = empty<T, D>(p.out);
     if (CaptureTrace* t = capturing())
       t->record({out.impl().storage.get()}, leaf_storages(e),
                 [e, p, out] { sum_expr_cpu(e, p, Mean, out.mutable_data_ptr()); });
@@ -390,6 +391,14 @@ auto Tensor<T, D>::sum() const {
 }
 template <class T, class D>
 auto Tensor<T, D>::mean() const {
+  return reel::mean(*this);
+}
+template <class Op, class... A>
+auto Expr<Op, A...>::sum() const {
+  return reel::sum(*this);
+}
+template <class Op, class... A>
+auto Expr<Op, A...>::mean() const {
   return reel::mean(*this);
 }
 
