@@ -77,14 +77,19 @@ void check_scaled_mm_types() {
                 "float8_e4m3fn");
 }
 
-// acc (M x N doubles) for mat_a @ mat_b with the checks done.
+// The checks of a scaled product; returns the K block of the scales.
 template <class A, class B, class D>
-std::vector<double> scaled_mm_acc(const char* fn, const Tensor<A, D>& mat_a, const Tensor<B, D>& mat_b,
-                                  const AnyTensor& scale_a, ScalingType ra, const AnyTensor& scale_b, ScalingType rb,
-                                  SwizzleType swa, SwizzleType swb) {
+int64_t check_scaled_mm_call(const char* fn, const Tensor<A, D>& mat_a, const Tensor<B, D>& mat_b,
+                             const AnyTensor& scale_a, ScalingType ra, const AnyTensor& scale_b, ScalingType rb,
+                             SwizzleType swa, SwizzleType swb) {
   check_scaled_mm_types<A, B>();
   require_host_memory<D>(fn);
-  const int64_t kblock = check_scaled_mm(fn, mat_a.sizes(), mat_b.sizes(), scale_a, ra, scale_b, rb, swa, swb);
+  return check_scaled_mm(fn, mat_a.sizes(), mat_b.sizes(), scale_a, ra, scale_b, rb, swa, swb);
+}
+// acc (M x N doubles) for mat_a @ mat_b, checked by check_scaled_mm_call (kblock: its result).
+template <class A, class B, class D>
+std::vector<double> scaled_mm_acc(int64_t kblock, const Tensor<A, D>& mat_a, const Tensor<B, D>& mat_b,
+                                  const AnyTensor& scale_a, ScalingType ra, const AnyTensor& scale_b, ScalingType rb) {
   const int64_t M = mat_a.size(0), K = mat_a.size(1), N = mat_b.size(1);
   std::vector<double> acc(static_cast<size_t>(M * N), 0.0);
   if constexpr (Backend<D>::has_data) {
@@ -105,7 +110,8 @@ void scaled_addmm_into(const char* fn, const Tensor<T, D>& out, const Tensor<T, 
              ": input must have shape [M, N] = [", M, ", ", N, "] (mat1 is ", mat1.sizes(), ", mat2 ", mat2.sizes(),
              "), got ", input.sizes());
   REEL_CHECK(input.is_contiguous(), value_error, fn, ": input must be contiguous (as in PyTorch)");
-  auto acc = scaled_mm_acc(fn, mat1, mat2, scale_a, ra, scale_b, rb, o.swizzle_a, o.swizzle_b);
+  const int64_t kblock = check_scaled_mm_call(fn, mat1, mat2, scale_a, ra, scale_b, rb, o.swizzle_a, o.swizzle_b);
+  auto acc = scaled_mm_acc(kblock, mat1, mat2, scale_a, ra, scale_b, rb);
   if constexpr (Backend<D>::has_data) {
     const T* in = input.data_ptr();
     T* p = out.mutable_data_ptr();
@@ -126,10 +132,10 @@ Tensor<Out, D> scaled_mm(const Tensor<A, D>& mat_a, const Tensor<B, D>& mat_b, c
                          const ScaledMmOptions& o = {}) {
   static_assert(std::is_same_v<Out, bfloat16> || std::is_same_v<Out, half> || std::is_same_v<Out, float>,
                 "reel::scaled_mm: the output type must be bfloat16, half or float");
-  auto acc = detail::scaled_mm_acc("scaled_mm", mat_a, mat_b, scale_a, recipe_a, scale_b, recipe_b, o.swizzle_a,
-                                   o.swizzle_b);
+  const int64_t kblock = detail::check_scaled_mm_call("scaled_mm", mat_a, mat_b, scale_a, recipe_a, scale_b, recipe_b,
+                                                      o.swizzle_a, o.swizzle_b);
   const int64_t M = mat_a.size(0), N = mat_b.size(1);
-  std::vector<double> bias;
+  std::vector<double> bias;  // (checked before the product is computed)
   if (o.bias.defined()) {
     REEL_CHECK((!std::is_same_v<Out, float>), value_error,
                "scaled_mm: a bias is only supported for bfloat16 and half outputs (as in PyTorch)");
@@ -139,6 +145,7 @@ Tensor<Out, D> scaled_mm(const Tensor<A, D>& mat_a, const Tensor<B, D>& mat_b, c
                o.bias.sizes());
     bias = detail::as_doubles(o.bias.template as<Out, D>());
   }
+  auto acc = detail::scaled_mm_acc(kblock, mat_a, mat_b, scale_a, recipe_a, scale_b, recipe_b);
   auto out = empty<Out, D>({M, N});
   if constexpr (detail::Backend<D>::has_data) {
     Out* p = out.mutable_data_ptr();

@@ -88,6 +88,15 @@ void sum_runs_fixed(T* o, const T* in, int64_t rows, bool mean) {
   else
     sum_runs_fixed_as<W, false, Acc>(o, in, rows);
 }
+// The same for runs of w = 2, 3 or 4 elements.
+template <class Acc, class T>
+void sum_short_runs(T* o, const T* in, int64_t rows, int64_t w, bool mean) {
+  switch (w) {
+    case 2: return sum_runs_fixed<2, Acc>(o, in, rows, mean);
+    case 3: return sum_runs_fixed<3, Acc>(o, in, rows, mean);
+    default: return sum_runs_fixed<4, Acc>(o, in, rows, mean);
+  }
+}
 
 // o[j] += column j of `rows` rows of W consecutive elements (a kept xyz dim, the rows
 // reduced): two interleaved accumulators per column, so the adds do not wait on each other.
@@ -120,11 +129,7 @@ void sum_strided(const Tensor<T>& x, const ReducePlan& p, bool mean, T* dst) {
   if (p.inner >= 2 && p.inner <= 4 && x.is_contiguous() && std::is_sorted(p.perm.begin(), p.perm.end())) {
     // contiguous, reduced over short trailing dims ([n, m, 3] over the 3): each output is
     // one run of p.inner elements, written once (no zero fill, no accumulation pass)
-    switch (p.inner) {
-      case 2: return sum_runs_fixed<2, Acc>(dst, x.data_ptr(), nout, mean);
-      case 3: return sum_runs_fixed<3, Acc>(dst, x.data_ptr(), nout, mean);
-      default: return sum_runs_fixed<4, Acc>(dst, x.data_ptr(), nout, mean);
-    }
+    return sum_short_runs<Acc>(dst, x.data_ptr(), nout, p.inner, mean);
   }
   thread_local std::vector<Acc> buf;
   Acc* acc;
@@ -340,12 +345,7 @@ void sum_expr_cpu(const E& e, const ReducePlan& p, bool mean, T* dst) {
   eval_tiles_cpu(e, std::max<int64_t>(1, kReduceTile / inner) * inner, buf, [&](const T* t, int64_t b, int64_t len) {
     T* o = dst + b / inner;
     const int64_t rows = len / inner;
-    switch (inner) {
-      case 2: return sum_runs_fixed<2, Acc>(o, t, rows, mean);
-      case 3: return sum_runs_fixed<3, Acc>(o, t, rows, mean);
-      case 4: return sum_runs_fixed<4, Acc>(o, t, rows, mean);
-      default: break;
-    }
+    if (inner >= 2 && inner <= 4) return sum_short_runs<Acc>(o, t, rows, inner, mean);
     for (int64_t r = 0; r < rows; ++r, t += inner) {
       Acc a{};
       if (inner >= 16) {
