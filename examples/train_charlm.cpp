@@ -4,9 +4,12 @@
 // through a linear layer and a few residual MLP blocks (RMSNorm -> Linear -> GELU -> Linear),
 // and a fused linear_cross_entropy scores the next character against the vocabulary
 // without materializing the logits. Training uses AdamW, gradient clipping and an EMA of the
-// weights (used for evaluation and sampling). A fixed seed reproduces the run.
+// weights (used for evaluation and sampling). A fixed seed reproduces the run. With --fp8
+// the hidden linear layers compute in FP8 (nn::functional::float8_linear, torchao's recipe:
+// e4m3 activations and weights, e5m2 gradients, dynamic per-tensor scales; on the CPU
+// scaled_mm's reference path), the master weights staying fp32.
 //
-//   example_train_charlm [--steps N] [--seed S] [--data FILE]
+//   example_train_charlm [--steps N] [--seed S] [--data FILE] [--fp8]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,34 +33,42 @@ struct Config {
   int64_t context = 16, embed = 16, hidden = 192, blocks = 3, batch = 128, steps = 3000, eval_every = 500;
   double lr = 3e-3, weight_decay = 0.01, clip = 1.0, ema_decay = 0.995;
   uint64_t seed = 1234;
+  bool fp8 = false;
   std::string data = REEL_EXAMPLES_DATA "/botchan.txt";
 };
+
+// A linear layer, in fp32 or FP8
+static Tf apply(const nn::Linear<float>& l, const Tf& x, bool fp8) {
+  return fp8 ? F::float8_linear(x, l.weight, l.bias) : l(x);
+}
 
 struct Block : nn::Module<float> {
   nn::RMSNorm<float> norm;
   nn::Linear<float> up, down;
-  Block(int64_t h, Generator& g) : norm({h}), up(h, 2 * h, g), down(2 * h, h, g) {
+  bool fp8;
+  Block(int64_t h, Generator& g, bool fp8) : norm({h}), up(h, 2 * h, g), down(2 * h, h, g), fp8(fp8) {
     register_module("norm", norm);
     register_module("up", up);
     register_module("down", down);
   }
-  Tf operator()(const Tf& x) const { return Tf(x + down(F::gelu(up(norm(x))))); }
+  Tf operator()(const Tf& x) const { return Tf(x + apply(down, F::gelu(apply(up, norm(x), fp8)), fp8)); }
 };
 
 struct CharLM : nn::Module<float> {
   int64_t context;
+  bool fp8;
   nn::Embedding<float> embed;
   nn::Linear<float> in;
   std::vector<Block> blocks;
   nn::RMSNorm<float> norm;
   nn::Linear<float> head;  // [vocab, hidden]: used as the weight of linear_cross_entropy
   CharLM(const Config& c, int64_t vocab, Generator& g)
-      : context(c.context), embed(vocab, c.embed, g), in(c.context * c.embed, c.hidden, g), norm({c.hidden}),
+      : context(c.context), fp8(c.fp8), embed(vocab, c.embed, g), in(c.context * c.embed, c.hidden, g), norm({c.hidden}),
         head(c.hidden, vocab, g) {
     register_module("embed", embed);
     register_module("in", in);
     for (int64_t i = 0; i < c.blocks; ++i) {
-      blocks.emplace_back(c.hidden, g);
+      blocks.emplace_back(c.hidden, g, c.fp8);
       register_module("blocks." + std::to_string(i), blocks.back());
     }
     register_module("norm", norm);
@@ -65,7 +76,7 @@ struct CharLM : nn::Module<float> {
   }
   // [B, context] character ids -> [B, hidden] features
   Tf features(const Ti& x) const {
-    Tf h = in(embed(x).reshape({x.size(0), -1}));
+    Tf h = apply(in, embed(x).reshape({x.size(0), -1}), fp8);
     for (const auto& b : blocks) h = b(h);
     return norm(h);
   }
@@ -95,10 +106,12 @@ static double evaluate(const CharLM& m, const Batch& val) {
 
 int main(int argc, char** argv) {
   Config c;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--steps")) c.steps = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--seed")) c.seed = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--data")) c.data = argv[i + 1];
+  for (int i = 1; i < argc; ++i) {
+    const bool value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--fp8")) c.fp8 = true;
+    else if (value && !std::strcmp(argv[i], "--steps")) c.steps = std::atoll(argv[++i]);
+    else if (value && !std::strcmp(argv[i], "--seed")) c.seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (value && !std::strcmp(argv[i], "--data")) c.data = argv[++i];
     else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
   }
   std::ifstream in(c.data, std::ios::binary);
@@ -136,11 +149,11 @@ int main(int argc, char** argv) {
     foreach::copy_(ema_params, params);
   }
   optim::AdamW opt(params, optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
-  std::printf("model: %zu tensors, %lld parameters\n", params.size(), [&] {
+  std::printf("model: %zu tensors, %lld parameters%s\n", params.size(), [&] {
     long long n = 0;
     for (auto& p : params) n += p.numel();
     return n;
-  }());
+  }(), c.fp8 ? "; hidden linear layers in FP8" : "");
 
   // a fixed validation set from the last 10% of the text
   std::vector<int64_t> vstarts;

@@ -23,3 +23,4 @@
 #include <reel/autograd/record-inl.hpp>
 #include <reel/autograd/record_fn-inl.hpp>
 #include <reel/nn/scaled_mm-inl.hpp>
+#include <reel/nn/quantize-inl.hpp>

@@ -17,10 +17,12 @@
 #include "cuda/multi_tensor.cuh"  // foreach and fused optimizer steps (CudaForeachKernels, CudaOptimKernels)
 #include "cuda/blaslt.hpp"       // matmul / mm / bmm through cuBLASLt (CudaGemmKernels)
 #include "cuda/lce.cuh"          // fused linear_cross_entropy (CudaLceKernels)
+#include "cuda/scaled_mm.cuh"    // FP8 / FP4 scaled GEMMs through cuBLASLt (CudaScaledMmKernels)
 
 namespace reel::inline REEL_ABI::detail {
 // The device seam for CUDA (core/backend.hpp lists what a backend provides): one
 // specialization, assembled from the kernel sets above.
 template <>
-struct Backend<CUDA> : CudaCoreKernels, CudaGemmKernels, CudaForeachKernels, CudaOptimKernels, CudaLceKernels {};
+struct Backend<CUDA> : CudaCoreKernels, CudaGemmKernels, CudaForeachKernels, CudaOptimKernels, CudaLceKernels,
+                      CudaScaledMmKernels {};
 }  // namespace reel::detail

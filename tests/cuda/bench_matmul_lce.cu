@@ -11,6 +11,8 @@
 //                        leaves), then dX = G W and dW = Gᵀ X through reel::matmul. (PyTorch's
 //                        eager path also keeps fp32 copies of the logits; this baseline does
 //                        not, so its memory is a lower bound.)
+//   scaled_mm_tflops     FP8 scaled_mm (e4m3, each recipe the device runs) at M = 4096,
+//                        N = 7168, K = 16384 vs reel's bf16 matmul of the same shape.
 // Timing: cudaEvents around each run, warm-up first, median of several runs. Peak memory:
 // reel::gpu::max_memory_allocated over each path (inputs included), reset in between.
 // Runs in well under a minute on an H200. Usage: bench_matmul_lce [--quick] (smaller sizes).
@@ -52,6 +54,64 @@ Tensor<reel::bfloat16, CUDA> random_bf16(Shape s, uint64_t seed, float scale) {
   return t;
 }
 
+// Random e4m3 codes (no NaN: magnitudes up to code 0x77) without a host round trip.
+__global__ void fill_fp8_kernel(std::uint8_t* p, int64_t n, uint64_t seed) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint64_t x = (static_cast<uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    p[i] = static_cast<std::uint8_t>(((x >> 8) % 0x78) | ((x >> 20) & 0x80));
+  }
+}
+Tensor<float8_e4m3fn, CUDA> random_e4m3(Shape s, uint64_t seed) {
+  auto t = empty<float8_e4m3fn, CUDA>(s);
+  fill_fp8_kernel<<<1024, 256, 0, reel::gpu::current_stream()>>>(reinterpret_cast<std::uint8_t*>(t.mutable_data_ptr()),
+                                                                 t.numel(), seed);
+  REEL_CUDA_CHECK_LAUNCH("fill_fp8_kernel");
+  return t;
+}
+
+// FP8 scaled_mm's TFLOP/s per recipe (e4m3 x e4m3 -> bf16, mat_b = W^T as PyTorch passes it)
+// against reel's bf16 matmul of the same shape (cuBLASLt both): the FP8 speed-up.
+void bench_scaled_mm(bool quick) {
+  using F::ScalingType;
+  const int64_t M = quick ? 1024 : 4096, N = quick ? 1792 : 7168, K = quick ? 4096 : 16384, L = K / 128;
+  auto a = random_e4m3({M, K}, 5), w = random_e4m3({N, K}, 6);
+  auto b = w.mT();
+  auto A16 = random_bf16({M, K}, 7, 1.0f), W16 = random_bf16({N, K}, 8, 1.0f);
+  auto B16 = W16.mT();
+  const double flops = 2.0 * M * N * K;
+  const double t16 = median_ms([&] { Tensor<reel::bfloat16, CUDA> c = matmul(A16, B16); }, 3, 15);
+  std::printf("scaled_mm M=%lld N=%lld K=%lld: bf16 matmul %.0f TFLOP/s\n", static_cast<long long>(M),
+              static_cast<long long>(N), static_cast<long long>(K), flops / (t16 * 1e-3) / 1e12);
+  auto ones = [](Shape s) { return full<float, CUDA>(s, 1.0f); };
+  struct Case {
+    const char* name;
+    ScalingType ra, rb;
+    Shape sa, sb;
+    bool fast;
+  };
+  const Case cases[] = {
+      {"TensorWise", ScalingType::TensorWise, ScalingType::TensorWise, {}, {}, false},
+      {"TensorWise, fast accum", ScalingType::TensorWise, ScalingType::TensorWise, {}, {}, true},
+      {"RowWise", ScalingType::RowWise, ScalingType::RowWise, {M, 1}, {1, N}, false},
+      {"BlockWise1x128", ScalingType::BlockWise1x128, ScalingType::BlockWise1x128, {M, L}, {L, N}, false},
+      {"BlockWise128x128 x 1x128", ScalingType::BlockWise128x128, ScalingType::BlockWise1x128, {M / 128, L}, {L, N}, false},
+  };
+  for (const Case& c : cases) {
+    auto sa = ones(c.sa), sb = ones(c.sb);
+    try {
+      const double t = median_ms([&] { Tensor<reel::bfloat16, CUDA> y = F::scaled_mm(a, b, sa, c.ra, sb, c.rb, {.use_fast_accum = c.fast}); }, 3, 15);
+      const double tf = flops / (t * 1e-3) / 1e12;
+      std::printf("scaled_mm_tflops recipe=%s fp8=%.0f bf16=%.0f ratio=%.2f\n", c.name, tf, flops / (t16 * 1e-3) / 1e12,
+                  t16 / t);
+    } catch (const not_implemented_error& e) {
+      std::printf("scaled_mm_tflops recipe=%s skipped: %s\n", c.name, e.what());
+    }
+  }
+}
 
 // The baseline product: column-major D[n, n] = A B with bf16 inputs, fp32 accumulation,
 // straight through cuBLASLt (the same flops as reel's row-major product of the same buffers).
@@ -152,6 +212,9 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, reel::gpu::current_device()));
   std::printf("device %s\n", prop.name);
+
+  // ---------------------------------------------------------------- FP8 scaled_mm
+  bench_scaled_mm(quick);
 
   // ---------------------------------------------------------------- bf16 matmul
   {

@@ -104,8 +104,9 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
     bool& m;
     bool v;
     ~Restore() { m = v; }
-  } restore{mode, saved_mode};
+  } restore{mode, saved_mode}, restore_acc{backward_accumulates_flag(), backward_accumulates_flag()};
   mode = task.create_graph;
+  backward_accumulates_flag() = task.accumulate_into_leaves;
 
   for (size_t i = 0; i < task.roots.size(); ++i) add_to(task.roots[i], task.root_grads[i]);
 

@@ -178,6 +178,23 @@ inline bool& grad_mode_flag() {
   thread_local bool enabled = true;
   return enabled;
 }
+// Whether the backward pass running on this thread accumulates into the leaves' .grad
+// (backward(); autograd::grad does not).
+inline bool& backward_accumulates_flag() {
+  thread_local bool on = false;
+  return on;
+}
+// The .grad of leaf t when the running backward pass will accumulate into it and nothing
+// stands between (no hooks, a .grad outside any graph): a custom op may then add its
+// gradient for t into it in place and return none (nn::Float8Linear's weight gradient,
+// fused into a scaled_addmm_). Otherwise null.
+inline GradPtr accumulable_grad(const TensorImpl& t) {
+  auto* m = meta_of(t);
+  if (!backward_accumulates_flag() || grad_mode_flag() || !m || !m->requires_grad || m->grad_fn || m->hooks ||
+      !m->grad || impl_requires_grad(*m->grad))
+    return nullptr;
+  return m->grad;
+}
 struct GradModeGuard {
   bool prev;
   explicit GradModeGuard(bool on) : prev(grad_mode_flag()) { grad_mode_flag() = on; }

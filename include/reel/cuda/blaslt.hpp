@@ -156,14 +156,17 @@ class LtContext {
   // workspace is dropped meanwhile, its block still goes back to the stream's free list only
   // after that.
   std::pair<const LtPlan*, std::shared_ptr<Storage>> lookup(const GemmKey& key, cudaStream_t stream) {
-    const StreamId sid = stream_id(stream);
     std::lock_guard<std::mutex> lock(mu_);
-    cublasLtHandle_t h = handle(key.device);
-    auto& ws = workspaces_[{key.device, sid}];
-    if (!ws) ws = make_device_storage(kLtWorkspaceBytes, sid);  // (on the current device, key.device)
+    auto [h, ws] = handle_and_workspace_locked(key.device, stream);
     auto it = plans_.find(key);
     if (it == plans_.end()) it = plans_.emplace(key, make_plan(h, key)).first;
     return {&it->second, ws};
+  }
+  // The handle of `device` (the current one) and the workspace of (device, stream), for GEMMs
+  // that plan themselves (scaled_mm.cuh).
+  std::pair<cublasLtHandle_t, std::shared_ptr<Storage>> handle_and_workspace(int device, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return handle_and_workspace_locked(device, stream);
   }
 
  private:
@@ -177,6 +180,13 @@ class LtContext {
       it = !s || it->first.second == *s ? workspaces_.erase(it) : std::next(it);
   }
 
+  std::pair<cublasLtHandle_t, std::shared_ptr<Storage>> handle_and_workspace_locked(int device, cudaStream_t stream) {
+    const StreamId sid = stream_id(stream);
+    cublasLtHandle_t h = handle(device);
+    auto& ws = workspaces_[{device, sid}];
+    if (!ws) ws = make_device_storage(kLtWorkspaceBytes, sid);  // (on the current device)
+    return {h, ws};
+  }
   cublasLtHandle_t handle(int device) {
     auto it = handles_.find(device);
     if (it != handles_.end()) return it->second;
