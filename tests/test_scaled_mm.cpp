@@ -525,3 +525,22 @@ TEST_CASE("Float8Linear: FP8 forward and gradients near fp32's; micro-batches ac
                        doctest::Contains("TensorWise or RowWise"), value_error);
   CHECK_THROWS_WITH_AS(nn::functional::float8_linear(ones<float>({2, 8}), w), doctest::Contains("do not match"), value_error);
 }
+
+TEST_CASE("quantize's float -> FP8 encoder equals the saturating conversion on every kind of float") {
+  // every 4099th float bit pattern (all exponents, NaNs and infinities included), and around
+  // each FP8 value and each midpoint between neighbours (ties to even, the subnormal edge)
+  auto same = [](float v) {
+    CHECK(detail::fp8_code_saturating<detail::e4m3fn_format>(v) == to_float8_e4m3fn(v, true).bits());
+    CHECK(detail::fp8_code_saturating<detail::e5m2_format>(v) == to_float8_e5m2(v, true).bits());
+  };
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 4099) same(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  for (int c = 0; c < 256; ++c)
+    for (double x : {double(float8_e4m3fn::from_bits(uint8_t(c))), double(float8_e5m2::from_bits(uint8_t(c)))}) {
+      if (!std::isfinite(x)) continue;
+      for (double m : {x, x * (1 + 1.0 / 32), x * (1 + 1.0 / 16), x * (1 + 1.0 / 8), x + std::ldexp(1.0, -10), x + std::ldexp(1.0, -17)}) {
+        const float f = static_cast<float>(m);
+        for (float g : {f, std::nextafter(f, 0.0f), std::nextafter(f, 1e30f), -f})
+          same(g);
+      }
+    }
+}

@@ -153,3 +153,65 @@ TEST_CASE("cuda scaled_mm: bias, scaled_addmm and scaled_addmm_ (C = input in th
   for (float v : host_of(F::scaled_addmm(full<float, CUDA>({M, N}, 1.0f), a0, b0, sa, TW, sb, TW, {.beta = 3.0})).to_vector())
     CHECK(v == 3.0f);
 }
+
+TEST_CASE("cuda quantize: the same codes and scales as the CPU for every recipe") {
+  REQUIRE_GPU();
+  using e4 = float8_e4m3fn;
+  auto x = host_randn<float>({136, 288});
+  x = Tensor<float>(x * 3.0f);
+  auto same = [&]<class Q>(ScalingType r, F::QuantizeOptions o) {
+    auto c = F::quantize<Q>(x, r, o);
+    auto g = F::quantize<Q>(dev(x), r, o);
+    auto bits = [](const Tensor<Q, CPU>& t) {
+      std::vector<int> b;
+      for (const Q& v : t.contiguous().to_vector()) b.push_back(v.bits());
+      return b;
+    };
+    CHECK(bits(host_of(g.data)) == bits(c.data));
+    REQUIRE(g.scale.list.size() == c.scale.list.size());
+    for (size_t k = 0; k < c.scale.list.size(); ++k) {
+      auto values = [](const AnyTensor& t) -> std::vector<double> {
+        auto on_host = [&]<class S>() {
+          Tensor<S, CPU> h = t.device() == DeviceType::CPU ? t.template as<S>() : host_of(t.template as<S, CUDA>());
+          return h.template to<double>().to_vector();
+        };
+        if (t.dtype() == ScalarType::Float) return on_host.template operator()<float>();
+        if (t.dtype() == ScalarType::Float8_e8m0fnu) return on_host.template operator()<float8_e8m0fnu>();
+        return on_host.template operator()<e4>();
+      };
+      const AnyTensor& gs = g.scale.list[k];
+      auto cs = values(c.scale.list[k]), gv = values(gs);
+      CHECK(gs.sizes() == c.scale.list[k].sizes());
+      CHECK(gv == cs);
+    }
+  };
+  for (auto r : {ScalingType::TensorWise, ScalingType::RowWise, ScalingType::BlockWise1x128, ScalingType::BlockWise128x128})
+    for (int64_t d : {-1, 0}) {
+      same.template operator()<e4>(r, {.dim = d});
+      same.template operator()<float8_e5m2>(r, {.dim = d});
+    }
+  same.template operator()<e4>(ScalingType::BlockWise1x32, {.swizzle = SwizzleType::Swizzle_32_4_4});
+  same.template operator()<float4_e2m1fn_x2>(ScalingType::BlockWise1x32, {.dim = 0});
+  same.template operator()<float4_e2m1fn_x2>(ScalingType::BlockWise1x16, {.swizzle = SwizzleType::Swizzle_32_4_4, .two_level = true});
+}
+
+TEST_CASE("cuda Float8Linear: forward and gradients match the CPU's within FP8 GEMM rounding") {
+  REQUIRE_GPU();
+  Generator g1(5), g2(5);
+  nn::Float8Linear<CPU> c(48, 40, g1);
+  nn::Float8Linear<CUDA> d(48, 40, g2);
+  d.weight = dev(c.weight.detach()).requires_grad_(true);
+  d.bias = dev(c.bias.detach()).requires_grad_(true);
+  auto x = host_randn<float>({20, 48});
+  Tensor<float> xc = x.clone().requires_grad_(true);
+  Tensor<float, CUDA> xd = dev(x).requires_grad_(true);
+  Tensor<float> yc = c(xc);
+  Tensor<float, CUDA> yd;
+  if (!runs_here("Float8Linear (TensorWise)", [&] { yd = d(xd); })) return;
+  CHECK_CLOSE_T(host_of(yd.detach()), yc.detach(), 1e-3, 1e-4);
+  auto G = host_randn<float>({20, 40});
+  Tensor<float>(yc * G).sum().backward();
+  Tensor<float, CUDA>(yd * dev(G)).sum().backward();
+  CHECK_CLOSE_T(host_of(xd.grad()), xc.grad(), 1e-3, 1e-4);
+  CHECK_CLOSE_T(host_of(d.weight.grad()), c.weight.grad(), 1e-3, 1e-4);
+}

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "../nn/quantize.hpp"
 #include "../nn/scaled_mm.hpp"
 #include "blaslt.hpp"
 
@@ -205,6 +206,57 @@ inline DevBuf lt_scales(const AnyTensor& s, ScalingType r, SwizzleType sw, bool 
   return DevBuf::of(gather_to<std::uint8_t>(RB * 128 * L4, TiledScales{p, rows, L, L4, s0, s1}));
 }
 
+// quantize's kernels (the rules: nn/quantize.hpp, shared with the CPU).
+// amax of (row r, K block kb) of x [R, K]: i = r * nkb + kb
+struct PartialAmax {
+  const float* x;
+  int64_t K, kblock, nkb;
+  __device__ float operator()(int64_t i) const {
+    const int64_t r = i / nkb, k0 = (i % nkb) * kblock, k1 = k0 + kblock < K ? k0 + kblock : K;
+    return quant_amax(x + r * K + k0, k1 - k0);
+  }
+};
+// amax of group (g, kb), groups of `rpg` rows: the partial maxima combined (NaN wins)
+struct GroupAmax {
+  const float* part;
+  int64_t R, nkb, rpg;
+  __device__ float operator()(int64_t i) const {
+    const int64_t g = i / nkb, kb = i % nkb, r1 = (g + 1) * rpg < R ? (g + 1) * rpg : R;
+    float m = 0;
+    for (int64_t r = g * rpg; r < r1; ++r) {
+      const float a = part[r * nkb + kb];
+      if (!(a <= m)) m = m != m ? m : a;
+    }
+    return m;
+  }
+};
+struct GlobalScale {  // the two-level global scale from every partial maximum
+  const float* part;
+  int64_t n;
+  bool two_level;
+  __device__ float operator()(int64_t) const { return two_level ? quant_global(quant_amax(part, n)) : 1.0f; }
+};
+struct GroupScale {
+  const float* amax;
+  const float* global;
+  ScalarType q;
+  ScalingType r;
+  __device__ float operator()(int64_t i) const { return quant_rule(q, r, amax[i], global[0]).scale; }
+};
+struct Encode {
+  const float* x;
+  const float* amax;
+  const float* global;
+  ScalarType q;
+  ScalingType r;
+  int64_t K, kblock, nkb, rpg;
+  __device__ std::uint8_t operator()(int64_t i) const {
+    const int64_t row = i / K, k = i % K;
+    const QuantRule rule = quant_rule(q, r, amax[(row / rpg) * nkb + k / kblock], global[0]);
+    return quant_code(q, rule.divide ? x[i] / rule.factor : x[i] * rule.factor);
+  }
+};
+
 // The device's compute capability as major * 10 + minor.
 inline int compute_capability() {
   int dev = 0, major = 0, minor = 0;
@@ -217,6 +269,22 @@ inline int compute_capability() {
 }  // namespace cuda
 
 struct CudaScaledMmKernels {
+  // quantize's codes and group scales of x [R, K] (contiguous floats), on the device.
+  static QuantCodes<CUDA> quantize_rows(ScalarType q, ScalingType r, bool two_level, int64_t R, int64_t K,
+                                        const Tensor<float, CUDA>& x) {
+    const int64_t kblock = scale_kblock(r, K), nkb = (K + kblock - 1) / kblock;
+    const int64_t rpg = r == ScalingType::TensorWise ? std::max<int64_t>(R, 1) : r == ScalingType::BlockWise128x128 ? 128 : 1;
+    const int64_t ng = quantize_groups(r, R, K);
+    auto part = cuda::gather_to<float>(R * nkb, cuda::PartialAmax{x.data_ptr(), K, kblock, nkb});
+    auto amax = cuda::gather_to<float>(ng, cuda::GroupAmax{part.data_ptr(), R, nkb, rpg});
+    QuantCodes<CUDA> qc;
+    qc.global = cuda::gather_to<float>(1, cuda::GlobalScale{part.data_ptr(), R * nkb, two_level});
+    qc.scales = cuda::gather_to<float>(ng, cuda::GroupScale{amax.data_ptr(), qc.global.data_ptr(), q, r});
+    qc.codes = cuda::gather_to<std::uint8_t>(
+        R * K, cuda::Encode{x.data_ptr(), amax.data_ptr(), qc.global.data_ptr(), q, r, K, kblock, nkb, rpg});
+    return qc;
+  }
+
   // out[M, N] = alpha * (a scaled) @ (b scaled) + beta * c (c: null or [M, N] contiguous) + bias,
   // checked by check_scaled_mm_call (K: unpacked).
   template <class Out, class A, class B>

@@ -9,7 +9,7 @@
 // of being computed and then added. The FP8 products are not differentiated again (the
 // gradients are constants to a second differentiation, as in PyTorch). Dims of the three
 // contractions (in_features, out_features, the rows of x) that are not multiples of 16 are
-// padded with zeros for the GEMM.
+// padded with zeros for the GEMM (on CUDA also the output columns, cuBLASLt's alignment).
 #include "../core/config.hpp"
 #include <any>
 
@@ -51,6 +51,10 @@ auto fp8_operands(const Tensor<float, D>& a, const Tensor<float, D>& b, ScalingT
 }
 template <class A, class B, class D>
 Tensor<float, D> fp8_mm(const Tensor<float, D>& a, const Tensor<float, D>& b, ScalingType r, bool fast) {
+  if constexpr (reel::detail::device_memory_v<D>) {  // (cuBLASLt also wants N a multiple of 16)
+    const int64_t N = b.size(1);
+    if (N % 16 != 0) return Tensor<float, D>(fp8_mm<A, B>(a, pad16(b, 1), r, fast).narrow(1, 0, N).contiguous());
+  }
   auto [qa, qb] = fp8_operands<A, B>(a, b, r);
   return functional::scaled_mm<float>(qa.data, qb.data, qa.scale, qa.recipe, qb.scale, qb.recipe,
                                       {.use_fast_accum = fast});
@@ -75,7 +79,9 @@ struct Float8MatmulFn : autograd::Function<Float8MatmulFn> {
     if (ctx.needs_input_grad(0)) gx = fp8_mm<float8_e5m2, float8_e4m3fn>(g, w, o.recipe, false);
     if (ctx.needs_input_grad(1)) {
       Tensor<T, D> gt = g.mT().contiguous();
-      if (auto acc = reel::detail::accumulable_grad(s[1].impl()); acc && Tensor<T, D>(acc).is_contiguous()) {
+      // (in place on CUDA only where cuBLASLt can write weight.grad itself: in_features % 16 == 0)
+      auto acc = reel::detail::accumulable_grad(s[1].impl());
+      if (acc && Tensor<T, D>(acc).is_contiguous() && (!reel::detail::device_memory_v<D> || x.size(1) % 16 == 0)) {
         // the serialized WGRAD loop: weight.grad += dY^T X in the GEMM
         auto [qa, qb] = fp8_operands<float8_e5m2, float8_e4m3fn>(gt, x, o.recipe);
         functional::scaled_addmm_(Tensor<T, D>(acc), qa.data, qb.data, qa.scale, qa.recipe, qb.scale, qb.recipe);

@@ -12,6 +12,8 @@
 //   two_level a float32 global scale g = max(amax of the tensor, 1e-12) / (448 * 6).
 // Everything is computed in float, the input converted to float first.
 #include "../core/config.hpp"
+#include <bit>
+#include <cmath>
 
 #include "scaled_mm.hpp"
 
@@ -38,13 +40,128 @@ struct Quantized {
 }  // namespace nn::functional
 
 namespace detail {
+// The rules of quantize as functions of one value or one group, shared by the CPU
+// (quantize-inl.hpp) and CUDA (cuda/scaled_mm.cuh): float arithmetic only, bit operations
+// instead of <cmath>, so host and device compute the same bits.
+
+// float -> FP8 code (e4m3fn_format / e5m2_format), rounded to nearest even, saturating (OCP
+// satfinite), NaN to the format's NaN: what to_float8_*(v, true) gives for a float.
+template <class Fmt>
+REEL_HD inline std::uint8_t fp8_code_saturating(float v) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(v), a = u & 0x7FFFFFFFu;
+  const std::uint32_t sign = (u >> 31) ? Fmt::sign_mask : 0u;
+  if (a > 0x7F800000u) return static_cast<std::uint8_t>(sign | Fmt::nan_bits);
+  constexpr int drop = 23 - Fmt::man_bits;
+  constexpr std::uint32_t min_normal = static_cast<std::uint32_t>(127 + Fmt::emin) << 23;
+  std::uint32_t mag;
+  if (a >= min_normal) {  // round the mantissa to man_bits (a carry moves into the exponent), rebias
+    const std::uint32_t r = a + ((1u << (drop - 1)) - 1) + ((a >> drop) & 1u);
+    mag = (r >> drop) - (static_cast<std::uint32_t>(127 + Fmt::emin - 1) << Fmt::man_bits);
+  } else {  // subnormal: a multiple of 2^(emin - man_bits); m < 2^(man_bits + 1) rounded to an
+            // integer by adding and taking away 2^23 (one rounding, to nearest even)
+    const float m = std::bit_cast<float>(a) * static_cast<float>(1u << (Fmt::man_bits - Fmt::emin));
+    mag = static_cast<std::uint32_t>((m + 8388608.0f) - 8388608.0f);
+  }
+  if (mag > Fmt::max_finite_bits) mag = Fmt::max_finite_bits;
+  return static_cast<std::uint8_t>(sign | mag);
+}
+// The code of v in data type q (FP4: the nibble; 6 and beyond saturate).
+REEL_HD inline std::uint8_t quant_code(ScalarType q, float v) {
+  if (q == ScalarType::Float8_e4m3fn) return fp8_code_saturating<e4m3fn_format>(v);
+  if (q == ScalarType::Float8_e5m2) return fp8_code_saturating<e5m2_format>(v);
+  return static_cast<std::uint8_t>(float4_e2m1fn_x2(v, 0.0f).bits() & 0xF);
+}
+// max |x[i * stride]| over n values, NaN if any is NaN
+REEL_HD inline float quant_amax(const float* x, int64_t n, int64_t stride = 1) {
+  float m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::bit_cast<float>(std::bit_cast<std::uint32_t>(x[i * stride]) & 0x7FFFFFFFu);
+    if (!(a <= m)) m = m != m ? m : a;
+  }
+  return m;
+}
+// 2^k as a float, k in [-127, 127]
+REEL_HD inline float quant_pow2(int k) {
+  return k >= -126 ? std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23) : std::bit_cast<float>(1u << 22);
+}
+// One group's decoding scale and what its values become before the cast: x * factor, or
+// x / factor when `divide` (NVFP4). global: the two-level global scale (else 1).
+struct QuantRule {
+  float factor;
+  bool divide;
+  float scale;
+};
+REEL_HD inline QuantRule quant_rule(ScalarType q, ScalingType r, float amax, float global) {
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  if (r == ScalingType::BlockWise1x32) {  // power-of-two scale, OCP MX (floor)
+    if (!(amax <= 3.4028234663852886e38f)) return {nan, false, nan};  // NaN or infinite
+    const int emax = q == ScalarType::Float8_e4m3fn ? 8 : q == ScalarType::Float8_e5m2 ? 15 : 2;
+    const int biased = static_cast<int>(std::bit_cast<std::uint32_t>(amax) >> 23);
+    int e = amax == 0 || biased == 0 ? -127 : biased - 127 - emax;  // (subnormal amax: below -127 anyway)
+    e = e < -127 ? -127 : e > 127 ? 127 : e;
+    return {quant_pow2(-e), false, quant_pow2(e)};
+  }
+  if (r == ScalingType::BlockWise1x16) {  // NVFP4: an e4m3 block scale over the global scale
+    float bs = amax / 6.0f / global;
+    bs = bs < 0.015625f ? 0.015625f : bs > 448.0f ? 448.0f : bs;
+    const float blk = static_cast<float>(
+        decode_format_to_double<e4m3fn_format>(fp8_code_saturating<e4m3fn_format>(amax != amax ? amax : bs)));
+    return {global * blk, true, blk};
+  }
+  const float qmax = q == ScalarType::Float8_e4m3fn ? 448.0f : q == ScalarType::Float8_e5m2 ? 57344.0f : 6.0f;
+  const float enc = qmax / (amax > 1e-12f || amax != amax ? amax : 1e-12f);
+  return {enc, false, 1.0f / enc};
+}
+// The two-level global scale from the tensor's amax.
+REEL_HD inline float quant_global(float amax) { return (amax > 1e-12f || amax != amax ? amax : 1e-12f) / (448.0f * 6.0f); }
+
+// What quantize computes before laying out its results: one code per value of the [R, K]
+// input (FP4: the nibble), the group scales [G, nkb] (G = 1 (TensorWise), ceil(R / 128)
+// (BlockWise128x128) or R), the global scale (1 unless two-level).
+template <class D>
+struct QuantCodes {
+  Tensor<std::uint8_t, D> codes;
+  Tensor<float, D> scales;
+  Tensor<float, D> global;  // (one element)
+};
+// G * nkb: how many groups (scales) a recipe makes of an [R, K] input.
+inline int64_t quantize_groups(ScalingType r, int64_t R, int64_t K) {
+  const int64_t kblock = scale_kblock(r, K), nkb = (K + kblock - 1) / kblock;
+  const int64_t G = r == ScalingType::TensorWise ? 1 : r == ScalingType::BlockWise128x128 ? (R + 127) / 128 : R;
+  return G * nkb;
+}
+// float32 group scales gp ([G, nkb]) as scaled_mm takes them: [G, nkb] (is_a) or [nkb, G].
+template <class D>
+Tensor<float, D> quant_plain_scales(const float* gp, int64_t G, int64_t nkb, bool is_a, Shape shape) {
+  return fill_by_index<float, D>(G * nkb, [=] REEL_HD(int64_t i) { return gp[is_a ? i : (i % G) * nkb + i / G]; })
+      .reshape(std::move(shape));
+}
+// One-byte group scales gp ([R, nkb]) as they are or swizzled (padding 0): the inverse maps of
+// swizzled_index.
+template <class S, class D>
+Tensor<S, D> quant_byte_scales(const float* gp, int64_t R, int64_t nkb, SwizzleType sw) {
+  const int64_t n = sw == SwizzleType::NoSwizzle ? R * nkb : swizzled_numel(sw, R, nkb);
+  const int64_t W4 = (nkb + 3) / 4 * 4, W8 = (nkb + 7) / 8 * 8;
+  Tensor<S, D> t = fill_by_index<S, D>(n, [=] REEL_HD(int64_t i) {
+    int64_t r, c;
+    if (sw == SwizzleType::NoSwizzle) {
+      r = i / nkb, c = i % nkb;
+    } else if (sw == SwizzleType::Swizzle_32_4_4) {
+      const int64_t tile = i / 512, w = i % 512;
+      r = (tile / (W4 / 4)) * 128 + ((w % 16) / 4) * 32 + w / 16, c = (tile % (W4 / 4)) * 4 + w % 4;
+    } else {
+      const int64_t tile = i / 256, w = i % 256;
+      r = (tile / (W8 / 8)) * 32 + (w % 2) * 16 + (w % 64) / 4, c = (tile % (W8 / 8)) * 8 + ((w % 4) / 2) * 4 + w / 64;
+    }
+    return S(r < R && c < nkb ? gp[r * nkb + c] : 0.0f);
+  });
+  return sw == SwizzleType::NoSwizzle ? Tensor<S, D>(t.reshape({R, nkb})) : t;
+}
 // The recipe rules of quantize / dequantize for data of type q.
 REEL_INLINE void check_quantize_recipe(const char* fn, ScalarType q, ScalingType r, bool two_level, SwizzleType sw);
-// Quantizes x ([R, K] row-major floats, K the contraction) into one code per value (FP4: the
-// nibble) and the group scales ([G, nkb] row-major: G = 1 (TensorWise), ceil(R / 128)
-// (BlockWise128x128) or R) as doubles; global: the two-level global scale (else 1).
+// The CPU's quantize_rows: x [R, K] row-major floats.
 REEL_INLINE void quantize_rows(ScalarType q, ScalingType r, bool two_level, int64_t R, int64_t K, const float* x,
-                               std::uint8_t* codes, std::vector<double>& scales, double& global);
+                               std::uint8_t* codes, std::vector<float>& scales, float& global);
 }  // namespace detail
 
 namespace nn::functional {
@@ -58,7 +175,6 @@ Quantized<Q, detail::device_t<X>> quantize(const X& xe, ScalingType recipe, cons
   static_assert(detail::is_scaled_mm_data_v<Q>,
                 "reel::quantize: the data type must be float8_e4m3fn, float8_e5m2 or float4_e2m1fn_x2");
   static_assert(is_floating_v<T> && !is_fp8_v<T>, "reel::quantize: needs a float, double, half or bfloat16 tensor");
-  detail::require_host_memory<D>("quantize");
   auto x = Tensor<T, D>(detail::materialize(xe));
   detail::check_quantize_recipe("quantize", scalar_type_v<Q>, recipe, o.two_level, o.swizzle);
   const bool tw = recipe == ScalingType::TensorWise;
@@ -70,68 +186,57 @@ Quantized<Q, detail::device_t<X>> quantize(const X& xe, ScalingType recipe, cons
   constexpr bool fp4 = is_fp4_v<Q>;
   REEL_CHECK(!fp4 || K % 2 == 0, value_error, "quantize: FP4 data packs pairs along dim ", d,
              ", whose size must be even, got ", K);
-  // [R, K] row-major floats
+  // [R, K] row-major floats -> codes and group scales (CPU: quantize_rows; CUDA: its kernels)
   auto rk = (x.dim() == 2 && d == 0 ? x.mT() : x).template to<float>().contiguous();
-  std::vector<std::uint8_t> codes(static_cast<size_t>(R * K));
-  std::vector<double> gs;
-  double global = 1;
-  if constexpr (detail::Backend<D>::has_data)
-    detail::quantize_rows(scalar_type_v<Q>, recipe, o.two_level, R, K, rk.data_ptr(), codes.data(), gs, global);
+  detail::QuantCodes<D> qc;
+  if constexpr (detail::device_memory_v<D>) {
+    qc = detail::Backend<D>::quantize_rows(scalar_type_v<Q>, recipe, o.two_level, R, K, rk);
+  } else {
+    std::vector<std::uint8_t> codes(static_cast<size_t>(R * K));
+    std::vector<float> gs;
+    float global = 1;
+    if constexpr (detail::Backend<D>::has_data)
+      detail::quantize_rows(scalar_type_v<Q>, recipe, o.two_level, R, K, rk.data_ptr(), codes.data(), gs, global);
+    else
+      gs.assign(static_cast<size_t>(detail::quantize_groups(recipe, R, K)), 0.0f);
+    qc.codes = from_vector<std::uint8_t, D>(codes, Shape{R * K});
+    qc.scales = from_vector<float, D>(gs, Shape{static_cast<int64_t>(gs.size())});
+    qc.global = full<float, D>({}, global);
+  }
+  const std::uint8_t* cp = qc.codes.data_ptr();
+  const float* gp = qc.scales.data_ptr();
   // the data, in x's layout (FP4: packed along d)
   Shape ds = x.sizes();
   if (fp4) ds[d] /= 2;
-  auto data = empty<Q, D>(ds);
-  if constexpr (detail::Backend<D>::has_data) {
-    auto* p = reinterpret_cast<std::uint8_t*>(data.mutable_data_ptr());
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t k = 0; k < K; ++k) {
-        const std::uint8_t c = codes[r * K + k];
-        if constexpr (fp4) {
-          const int64_t i = d == 1 ? r * (K / 2) + k / 2 : (k / 2) * R + r;
-          p[i] = static_cast<std::uint8_t>((k & 1) ? (p[i] | (c << 4)) : c);
-        } else {
-          p[d == 1 ? r * K + k : k * R + r] = c;
-        }
-      }
-  }
+  const int64_t Kd = fp4 ? K / 2 : K, nd = R * Kd;
+  const bool along_rows = d == 1;
+  Tensor<Q, D> data = detail::fill_by_index<Q, D>(nd, [=] REEL_HD(int64_t i) {
+    const int64_t r = along_rows ? i / Kd : i % R, k = along_rows ? i % Kd : i / R;
+    const std::uint8_t* row = cp + r * K;
+    if constexpr (is_fp4_v<Q>)
+      return Q::from_bits(static_cast<std::uint8_t>(row[2 * k] | (row[2 * k + 1] << 4)));
+    else
+      return Q::from_bits(row[k]);
+  }).reshape(ds);
   // the scales, in the layout scaled_mm takes for this operand (is_a: d == 1)
   const bool is_a = d == 1;
-  const int64_t nkb = (K + detail::scale_kblock(recipe, K) - 1) / detail::scale_kblock(recipe, K);
-  const int64_t G = static_cast<int64_t>(gs.size()) / std::max<int64_t>(nkb, 1);
-  auto layout = [&]<class S>(Shape shape, int64_t numel, auto index) {
-    std::vector<S> v(static_cast<size_t>(numel), S(0.0f));
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t kb = 0; kb < nkb; ++kb) v[index(g, kb)] = S(static_cast<float>(gs[g * nkb + kb]));
-    return from_vector<S, D>(v, shape);
-  };
-  auto plain = [&](int64_t g, int64_t kb) { return is_a ? g * nkb + kb : kb * G + g; };
+  const int64_t kblock = detail::scale_kblock(recipe, K), nkb = (K + kblock - 1) / kblock;
+  const int64_t G = detail::quantize_groups(recipe, R, K) / std::max<int64_t>(nkb, 1);
   AnyTensor scale;
   switch (recipe) {
-    case ScalingType::TensorWise: scale = layout.template operator()<float>(Shape{}, 1, plain); break;
+    case ScalingType::TensorWise: scale = detail::quant_plain_scales<D>(gp, G, nkb, is_a, Shape{}); break;
     case ScalingType::RowWise:
-      scale = layout.template operator()<float>(is_a ? Shape{R, 1} : Shape{1, R}, R, plain);
+      scale = detail::quant_plain_scales<D>(gp, G, nkb, is_a, is_a ? Shape{R, 1} : Shape{1, R});
       break;
     case ScalingType::BlockWise1x128:
     case ScalingType::BlockWise128x128:
-      scale = layout.template operator()<float>(is_a ? Shape{G, nkb} : Shape{nkb, G}, G * nkb, plain);
+      scale = detail::quant_plain_scales<D>(gp, G, nkb, is_a, is_a ? Shape{G, nkb} : Shape{nkb, G});
       break;
-    default: {
-      auto put = [&]<class S>() {
-        if (o.swizzle == SwizzleType::NoSwizzle)
-          return layout.template operator()<S>(Shape{R, nkb}, R * nkb, [&](int64_t g, int64_t kb) { return g * nkb + kb; });
-        const int64_t n = detail::swizzled_numel(o.swizzle, R, nkb);
-        return layout.template operator()<S>(Shape{n}, n, [&](int64_t g, int64_t kb) {
-          return detail::swizzled_index(o.swizzle, g, kb, nkb);
-        });
-      };
-      if (recipe == ScalingType::BlockWise1x32)
-        scale = put.template operator()<float8_e8m0fnu>();
-      else
-        scale = put.template operator()<float8_e4m3fn>();
-    }
+    case ScalingType::BlockWise1x32: scale = detail::quant_byte_scales<float8_e8m0fnu, D>(gp, R, nkb, o.swizzle); break;
+    default: scale = detail::quant_byte_scales<float8_e4m3fn, D>(gp, R, nkb, o.swizzle);
   }
   if (o.two_level)
-    return {data, Scales{scale, from_vector<float, D>({static_cast<float>(global)}, Shape{})},
+    return {data, Scales{scale, qc.global.reshape({})},
             Recipes{ScalingType::BlockWise1x16, ScalingType::TensorWise}, o};
   return {data, Scales{scale}, Recipes{recipe}, o};
 }

@@ -190,13 +190,11 @@ REEL_INLINE void scaled_mm_exact(int64_t M, int64_t N, int64_t K, int64_t kblock
 }
 
 REEL_INLINE void scaled_mm_fast(int64_t M, int64_t N, int64_t K, const float* a, const float* b, bool b_nk,
-                                double* acc) {
-  std::vector<float> c(static_cast<size_t>(M * N));
+                                float* c) {
   if (b_nk)
-    gemm_ex<float, false, true>(M, N, K, a, K, b, K, c.data(), N, false);
+    gemm_ex<float, false, true>(M, N, K, a, K, b, K, c, N, false);
   else
-    gemm_ex<float, false, false>(M, N, K, a, K, b, N, c.data(), N, false);
-  for (int64_t i = 0; i < M * N; ++i) acc[i] = c[i];
+    gemm_ex<float, false, false>(M, N, K, a, K, b, N, c, N, false);
 }
 
 }  // namespace detail

@@ -93,7 +93,7 @@ REEL_INLINE void scaled_mm_exact(int64_t M, int64_t N, int64_t K, int64_t kblock
                                  bool b_nk, const double* sa, const double* sb, double* acc);
 // The fast product (operands decoded with their scales folded in): one float GEMM.
 REEL_INLINE void scaled_mm_fast(int64_t M, int64_t N, int64_t K, const float* a, const float* b, bool b_nk,
-                                double* acc);
+                                float* c);
 
 template <class T, class D>
 std::vector<double> as_doubles(const Tensor<T, D>& t) {
@@ -123,11 +123,10 @@ inline constexpr bool is_scaled_mm_data_v =
 // (nullptr: none) each value is multiplied by its scale in double and then rounded to V once:
 // s[r * nkb + c / kblock], or, when s_by_col, s[c * nkb + r / kblock].
 template <class V, class T, class D>
-std::vector<V> decode_matrix(const Tensor<T, D>& t, int packed, const double* s = nullptr, int64_t nkb = 1,
-                             int64_t kblock = 1, bool s_by_col = false) {
+void decode_matrix_into(V* out, const Tensor<T, D>& t, int packed, const double* s = nullptr, int64_t nkb = 1,
+                        int64_t kblock = 1, bool s_by_col = false) {
   constexpr bool fp4 = is_fp4_v<T>;
   const int64_t R = t.size(0) * (fp4 && packed == 0 ? 2 : 1), C = t.size(1) * (fp4 && packed == 1 ? 2 : 1);
-  std::vector<V> out(static_cast<size_t>(R * C));
   if constexpr (Backend<D>::has_data) {
     float lut[256];
     for (int i = 0; i < 256; ++i) {
@@ -149,7 +148,7 @@ std::vector<V> decode_matrix(const Tensor<T, D>& t, int packed, const double* s 
     };
     auto rows = [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        V* o = out.data() + r * C;
+        V* o = out + r * C;
         if (!s) {
           for (int64_t c = 0; c < C; ++c) o[c] = static_cast<V>(value(r, c));
         } else if (s_by_col) {
@@ -166,7 +165,22 @@ std::vector<V> decode_matrix(const Tensor<T, D>& t, int packed, const double* s 
     };
     parallel_range(R, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)));
   }
+}
+template <class V, class T, class D>
+std::vector<V> decode_matrix(const Tensor<T, D>& t, int packed, const double* s = nullptr, int64_t nkb = 1,
+                             int64_t kblock = 1, bool s_by_col = false) {
+  const int64_t n = t.numel() * (is_fp4_v<T> ? 2 : 1);
+  std::vector<V> out(static_cast<size_t>(n));
+  decode_matrix_into(out.data(), t, packed, s, nkb, kblock, s_by_col);
   return out;
+}
+// A per-thread buffer of at least n elements of V, kept between calls (the fast path's decoded
+// operands: allocating megabytes per call costs page faults on every call).
+template <class V, int Slot>
+V* scratch_buffer(int64_t n) {
+  thread_local std::vector<V> buf;
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  return buf.data();
 }
 
 template <class A, class B>
@@ -189,15 +203,26 @@ int64_t check_scaled_mm_call(const char* fn, const Tensor<A, D>& mat_a, const Te
   return check_scaled_mm(fn, scalar_type_v<A>, scalar_type_v<B>, mat_a.sizes(), mat_b.sizes(), sa, ra, sb, rb, swa,
                          swb, fast_accum);
 }
-// acc (M x N doubles) for mat_a @ mat_b with unpacked K, checked by check_scaled_mm_call.
+// The product before alpha / beta / bias: the exact path's doubles (d), or the fast path's
+// floats (f, or written straight into `direct` when given: an [M, N] float output).
+struct ScaledAcc {
+  std::vector<double> d;
+  std::vector<float> f;
+  bool direct = false;
+  double operator[](int64_t i) const { return f.empty() ? d[static_cast<size_t>(i)] : f[static_cast<size_t>(i)]; }
+};
+// mat_a @ mat_b with unpacked K, checked by check_scaled_mm_call.
 template <class A, class B, class D>
-std::vector<double> scaled_mm_acc(int64_t K, const Tensor<A, D>& mat_a, const Tensor<B, D>& mat_b, const Scales& sa,
-                                  const Recipes& ra, const Scales& sb, const Recipes& rb, SwizzleType swa,
-                                  SwizzleType swb, bool fast) {
+ScaledAcc scaled_mm_acc(int64_t K, const Tensor<A, D>& mat_a, const Tensor<B, D>& mat_b, const Scales& sa,
+                        const Recipes& ra, const Scales& sb, const Recipes& rb, SwizzleType swa, SwizzleType swb,
+                        bool fast, float* direct = nullptr) {
   const int64_t M = mat_a.size(0), N = mat_b.size(1);
-  std::vector<double> acc(static_cast<size_t>(M * N), 0.0);
+  ScaledAcc acc;
   if constexpr (Backend<D>::host_memory) {
-    if (M == 0 || N == 0 || K == 0) return acc;
+    if (M == 0 || N == 0 || K == 0) {
+      acc.d.assign(static_cast<size_t>(M * N), 0.0);
+      return acc;
+    }
     const int64_t kblock = scale_kblock(ra.list[0], K), nkb = (K + kblock - 1) / kblock;
     const auto ssa = scale_rows(sa, ra, swa, true, M, K), ssb = scale_rows(sb, rb, swb, false, N, K);
     // mat_b is read along its unit stride: as [K, N], or as [N, K] (PyTorch's usual b.t())
@@ -205,12 +230,17 @@ std::vector<double> scaled_mm_acc(int64_t K, const Tensor<A, D>& mat_a, const Te
     auto bv = b_nk ? mat_b.mT() : mat_b;
     const int bpacked = b_nk ? 1 : 0;
     if (fast) {
-      auto a = decode_matrix<float>(mat_a, 1, ssa.data(), nkb, kblock);
-      auto b = decode_matrix<float>(bv, bpacked, ssb.data(), nkb, kblock, !b_nk);
-      scaled_mm_fast(M, N, K, a.data(), b.data(), b_nk, acc.data());
+      float* a = scratch_buffer<float, 0>(M * K);
+      float* b = scratch_buffer<float, 1>(N * K);
+      decode_matrix_into(a, mat_a, 1, ssa.data(), nkb, kblock);
+      decode_matrix_into(b, bv, bpacked, ssb.data(), nkb, kblock, !b_nk);
+      if (!direct) acc.f.resize(static_cast<size_t>(M * N));
+      acc.direct = direct != nullptr;
+      scaled_mm_fast(M, N, K, a, b, b_nk, direct ? direct : acc.f.data());
     } else {
       auto a = decode_matrix<double>(mat_a, 1), b = decode_matrix<double>(bv, bpacked);
-      scaled_mm_exact(M, N, K, kblock, a.data(), b.data(), b_nk, ssa.data(), ssb.data(), acc.data());
+      acc.d.assign(static_cast<size_t>(M * N), 0.0);
+      scaled_mm_exact(M, N, K, kblock, a.data(), b.data(), b_nk, ssa.data(), ssb.data(), acc.d.data());
     }
   }
   return acc;
@@ -274,10 +304,13 @@ Tensor<Out, D> scaled_mm(const Tensor<A, D>& mat_a, const Tensor<B, D>& mat_b, c
                                                 o.swizzle_b, o.bias, o.use_fast_accum, 1.0, 0.0, nullptr, out);
     return out;
   }
-  auto acc = detail::scaled_mm_acc(K, mat_a, mat_b, scale_a, recipe_a, scale_b, recipe_b, o.swizzle_a, o.swizzle_b,
-                                   o.use_fast_accum);
   auto out = empty<Out, D>({M, N});
+  float* direct = nullptr;  // (a float output without bias: the fast path's GEMM writes it)
+  if constexpr (std::is_same_v<Out, float> && detail::Backend<D>::host_memory) direct = out.mutable_data_ptr();
+  auto acc = detail::scaled_mm_acc(K, mat_a, mat_b, scale_a, recipe_a, scale_b, recipe_b, o.swizzle_a, o.swizzle_b,
+                                   o.use_fast_accum, direct);
   if constexpr (detail::Backend<D>::host_memory) {
+    if (acc.direct) return out;
     Out* p = out.mutable_data_ptr();
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j)
