@@ -35,14 +35,18 @@ namespace {
 #define BENCH_CUDA(call) REEL_CUDA_CHECK(call)
 #define BENCH_LT(call) REEL_CUBLASLT_CHECK(call)
 
+// 64 pseudo-random bits for element i (a fixed mix of i and the seed).
+__device__ uint64_t random_bits(int64_t i, uint64_t seed) {
+  uint64_t x = (static_cast<uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  return x ^ (x >> 29);
+}
 // Deterministic pseudo-random values in [-scale, scale) without a host round trip.
 __global__ void fill_kernel(reel::bfloat16* p, int64_t n, uint64_t seed, float scale) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    uint64_t x = (static_cast<uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ull ^ seed;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 29;
+    const uint64_t x = random_bits(i, seed);
     const float u = static_cast<float>(x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
     p[i] = reel::bfloat16((2 * u - 1) * scale);
   }
@@ -58,10 +62,7 @@ Tensor<reel::bfloat16, CUDA> random_bf16(Shape s, uint64_t seed, float scale) {
 __global__ void fill_fp8_kernel(std::uint8_t* p, int64_t n, uint64_t seed) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    uint64_t x = (static_cast<uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ull ^ seed;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 29;
+    const uint64_t x = random_bits(i, seed);
     p[i] = static_cast<std::uint8_t>(((x >> 8) % 0x78) | ((x >> 20) & 0x80));
   }
 }
