@@ -154,7 +154,7 @@ TEST_CASE("cuda scaled_mm: bias, scaled_addmm and scaled_addmm_ (C = input in th
     CHECK(v == 3.0f);
 }
 
-TEST_CASE("cuda quantize: the same codes and scales as the CPU for every recipe") {
+TEST_CASE("cuda quantize / dequantize: the same codes, scales and values as the CPU for every recipe") {
   REQUIRE_GPU();
   using e4 = float8_e4m3fn;
   auto x = host_randn<float>({136, 288});
@@ -168,6 +168,8 @@ TEST_CASE("cuda quantize: the same codes and scales as the CPU for every recipe"
       return b;
     };
     CHECK(bits(host_of(g.data)) == bits(c.data));
+    // dequantize on the device: the CPU's values
+    CHECK(host_of(F::dequantize(g)).to_vector() == F::dequantize(c).to_vector());
     REQUIRE(g.scale.list.size() == c.scale.list.size());
     for (size_t k = 0; k < c.scale.list.size(); ++k) {
       auto values = [](const AnyTensor& t) -> std::vector<double> {

@@ -157,6 +157,21 @@ Tensor<S, D> quant_byte_scales(const float* gp, int64_t R, int64_t nkb, SwizzleT
   });
   return sw == SwizzleType::NoSwizzle ? Tensor<S, D>(t.reshape({R, nkb})) : t;
 }
+// The scales with each tensor on the host (dequantize on CUDA lays them out there).
+template <class D>
+Scales scales_on_host(const Scales& s) {
+  Scales h = s;
+  for (auto& t : h.list) {
+    if (t.device() == DeviceType::CPU) continue;
+    if (t.dtype() == ScalarType::Float8_e8m0fnu)
+      t = AnyTensor(t.template as<float8_e8m0fnu, D>().template to_device<CPU>());
+    else if (t.dtype() == ScalarType::Float8_e4m3fn)
+      t = AnyTensor(t.template as<float8_e4m3fn, D>().template to_device<CPU>());
+    else
+      t = AnyTensor(t.template as<float, D>().template to_device<CPU>());  // (check_scales admits no other)
+  }
+  return h;
+}
 // The recipe rules of quantize / dequantize for data of type q.
 REEL_INLINE void check_quantize_recipe(const char* fn, ScalarType q, ScalingType r, bool two_level, SwizzleType sw);
 // The CPU's quantize_rows: x [R, K] row-major floats.
@@ -249,7 +264,6 @@ Tensor<Out, D> dequantize(const Tensor<Q, D>& data, const Scales& scale, const R
                           const QuantizeOptions& o = {}) {
   static_assert(detail::is_scaled_mm_data_v<Q>,
                 "reel::dequantize: the data type must be float8_e4m3fn, float8_e5m2 or float4_e2m1fn_x2");
-  detail::require_host_memory<D>("dequantize");
   REEL_CHECK(!recipe.list.empty(), value_error, "dequantize: a recipe is required");
   const ScalingType r0 = recipe.list[0];
   detail::check_quantize_recipe("dequantize", scalar_type_v<Q>, r0, recipe.list.size() == 2, o.swizzle);
@@ -266,6 +280,31 @@ Tensor<Out, D> dequantize(const Tensor<Q, D>& data, const Scales& scale, const R
                        data.sizes());
   Shape os = data.sizes();
   if (fp4) os[d] *= 2;
+  if constexpr (detail::device_memory_v<D>) {
+    // the scales (small) laid out on the host as [R, K blocks] doubles, then one kernel
+    const int64_t kblock = detail::scale_kblock(r0, K), nkb = (K + kblock - 1) / kblock;
+    const Tensor<double, D> sd = from_vector<double, D>(
+        detail::scale_rows(detail::scales_on_host<D>(scale), recipe, o.swizzle, d == 1, R, K), Shape{R * nkb});
+    const double* sp = sd.data_ptr();
+    const auto* p = reinterpret_cast<const std::uint8_t*>(view.data_ptr());
+    const int64_t s0 = view.stride(0), s1 = view.stride(1);
+    const bool along_rows = d == 1;  // rows of view: R (K along them), else K
+    const int64_t VC = along_rows ? K : R;
+    return detail::fill_by_index<Out, D>(R * K, [=] REEL_HD(int64_t i) {
+      const int64_t r = i / VC, c = i % VC, k = along_rows ? c : r, row = along_rows ? r : c;
+      // (FP4: two values per byte along the packed dim)
+      const int64_t at = is_fp4_v<Q> ? (along_rows ? r * s0 + (c / 2) * s1 : (r / 2) * s0 + c * s1) : r * s0 + c * s1;
+      const std::uint8_t b = p[at];
+      double v;
+      if constexpr (is_fp4_v<Q>)
+        v = float4_e2m1fn_x2::from_bits(static_cast<std::uint8_t>((b >> (4 * (k & 1))) & 0xF)).first();
+      else if constexpr (std::is_same_v<Q, float8_e4m3fn>)
+        v = detail::decode_format_to_double<detail::e4m3fn_format>(b);
+      else
+        v = detail::decode_format_to_double<detail::e5m2_format>(b);
+      return convert<Out>(v * sp[row * nkb + k / kblock]);
+    }).reshape(os);
+  }
   auto out = empty<Out, D>(os);
   if constexpr (detail::Backend<D>::has_data) {
     const int64_t kblock = detail::scale_kblock(r0, K), nkb = (K + kblock - 1) / kblock;
