@@ -6,8 +6,9 @@
 // without materializing the logits. Training uses AdamW, gradient clipping and an EMA of the
 // weights (used for evaluation and sampling). A fixed seed reproduces the run. With --fp8
 // the hidden linear layers compute in FP8 (nn::functional::float8_linear, torchao's recipe:
-// e4m3 activations and weights, e5m2 gradients, dynamic per-tensor scales; on the CPU
-// scaled_mm's reference path), the master weights staying fp32.
+// e4m3 activations and weights, e5m2 gradients, dynamic per-tensor scales; on the CPU the
+// forward through scaled_mm's float fast path, the gradients through its exact reference),
+// the master weights staying fp32.
 //
 //   example_train_charlm [--steps N] [--seed S] [--data FILE] [--fp8]
 #include <chrono>
