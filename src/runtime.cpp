@@ -16,6 +16,7 @@
 #include <reel/core/print-inl.hpp>
 #include <reel/random/philox-inl.hpp>
 #include <reel/expr/engine-inl.hpp>
+#include <reel/ops/reduce_kernels-inl.hpp>
 #include <reel/autograd/graph-inl.hpp>
 #include <reel/autograd/structured-inl.hpp>
 #include <reel/autograd/ir-inl.hpp>

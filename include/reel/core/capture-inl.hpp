@@ -4,6 +4,24 @@
 #include "capture.hpp"
 
 namespace reel::inline REEL_ABI::detail {
+REEL_INLINE void CaptureTrace::keep(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads,
+                                    CaptureStep kept) {
+  ++depth_;
+  try {
+    kept();
+  } catch (...) {
+    --depth_;
+    throw;
+  }
+  --depth_;
+  last_writes_.assign(writes.begin(), writes.end());
+  written_.insert(written_.end(), writes.begin(), writes.end());
+  steps_.push_back(std::move(kept));
+  reads_.push_back(reads);
+  writes_.push_back(writes);
+  reads.insert(reads.end(), writes.begin(), writes.end());
+  uses_.push_back(std::move(reads));
+}
 REEL_INLINE std::vector<const Storage*> CaptureTrace::fold_constants() {
   const size_t n = steps_.size();
   std::vector<const Storage*> fresh;

@@ -58,23 +58,8 @@ class CaptureTrace {
   void record(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads, F&& step) {
     keep(writes, std::move(reads), CaptureStep(std::forward<F>(step)));
   }
-  void keep(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads, CaptureStep kept) {
-    ++depth_;
-    try {
-      kept();
-    } catch (...) {
-      --depth_;
-      throw;
-    }
-    --depth_;
-    last_writes_.assign(writes.begin(), writes.end());
-    written_.insert(written_.end(), writes.begin(), writes.end());
-    steps_.push_back(std::move(kept));
-    reads_.push_back(reads);
-    writes_.push_back(writes);
-    reads.insert(reads.end(), writes.begin(), writes.end());
-    uses_.push_back(std::move(reads));
-  }
+  REEL_INLINE void keep(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads,
+                        CaptureStep kept);
   // A storage allocated by the captured function (outside a kept kernel).
   void note_fresh(const std::shared_ptr<Storage>& s) {
     std::erase(written_, s.get());  // a new storage at a freed one's address is not written yet

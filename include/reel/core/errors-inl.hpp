@@ -5,6 +5,13 @@
 
 namespace reel::inline REEL_ABI {
 namespace detail {
+REEL_INLINE void append_arg(std::string& s, long long v) { s += std::to_string(v); }
+REEL_INLINE void append_arg(std::string& s, unsigned long long v) { s += std::to_string(v); }
+REEL_INLINE void append_arg(std::string& s, double v) {
+  std::ostringstream os;
+  os << v;
+  s += os.str();
+}
 REEL_INLINE WarningState& warning_state() {
   static WarningState s;
   return s;

@@ -40,13 +40,9 @@ namespace detail {
 inline void append_arg(std::string& s, std::string_view v) { s += v; }
 inline void append_arg(std::string& s, const char* v) { s += v; }
 inline void append_arg(std::string& s, char c) { s += c; }
-inline void append_arg(std::string& s, long long v) { s += std::to_string(v); }
-inline void append_arg(std::string& s, unsigned long long v) { s += std::to_string(v); }
-inline void append_arg(std::string& s, double v) {
-  std::ostringstream os;
-  os << v;
-  s += os.str();
-}
+REEL_INLINE void append_arg(std::string& s, long long v);
+REEL_INLINE void append_arg(std::string& s, unsigned long long v);
+REEL_INLINE void append_arg(std::string& s, double v);
 template <class T>
 void append_arg(std::string& s, const T& v) {
   if constexpr (std::is_same_v<T, bool>) {

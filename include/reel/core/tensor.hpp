@@ -36,7 +36,7 @@ inline constexpr bool same_tensors_v<X, Y...> = is_tensor_v<X> && (std::is_same_
 
 namespace detail {
 template <class T, class D, class E> void assign_expr(const Tensor<T, D>& out, const E& e);
-template <class E> auto materialize(const E& e);
+template <class E> Tensor<typename E::value_type, typename E::device_type> materialize(const E& e);
 template <class T, class D> Tensor<T, D> make_tensor(Shape sizes);
 // Ops whose only implementation is a loop over host memory call this first: on CUDA they
 // raise not_implemented_error instead of reading device memory from the host.
@@ -214,7 +214,9 @@ class Tensor {
 
   // Reductions as members, so `(x * x).sum()` reads naturally (ops/reductions.hpp).
   auto sum() const;
-  auto mean() const;
+  // (a template: an explicit instantiation of Tensor<int64_t> leaves it out; mean of an
+  // integer tensor is a compile error, as reel::mean says)
+  template <class U = T> auto mean() const;
 
   // Exposed for the engine and for AnyTensor; not part of the user-facing API.
   detail::TensorImpl& impl() const {

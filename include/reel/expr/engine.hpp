@@ -477,8 +477,10 @@ bool leaf_aliases(const Tensor<T, D>& out, const E& e) {
   return bad;
 }
 
+// (The return type is spelled out, so reel::runtime's explicit instantiations of it are
+// used as declared, not instantiated again to deduce it.)
 template <class E>
-auto materialize(const E& e) {
+Tensor<typename E::value_type, typename E::device_type> materialize(const E& e) {
   if constexpr (is_tensor_v<E>) {
     return e;
   } else {

@@ -23,35 +23,7 @@ struct ReducePlan {
   Shape perm;
 };
 
-inline ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, const char* fn) {
-  int64_t nd = sizes.size();
-  std::vector<bool> red(std::max<int64_t>(nd, 1), false);
-  if (dims.empty()) {
-    std::fill(red.begin(), red.end(), true);
-  } else {
-    for (int64_t d : dims) {
-      int64_t w = wrap_dim(d, nd, fn);
-      REEL_CHECK(!red[w], value_error, fn, ": dim ", d, " appears multiple times in the list of dims");
-      red[w] = true;
-    }
-  }
-  ReducePlan p;
-  for (int64_t i = 0; i < nd; ++i)
-    if (!red[i]) {
-      p.perm.push_back(i);
-      p.outer *= sizes[i];
-    }
-  for (int64_t i = 0; i < nd; ++i)
-    if (red[i]) {
-      p.perm.push_back(i);
-      p.inner *= sizes[i];
-    }
-  for (int64_t i = 0; i < nd; ++i) {
-    p.out_keep.push_back(red[i] ? 1 : sizes[i]);
-    if (!red[i] || keepdim) p.out.push_back(red[i] ? 1 : sizes[i]);
-  }
-  return p;
-}
+REEL_INLINE ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, const char* fn);
 
 // What a reduction computes, for devices that cannot run the host function `f` (CUDA runs
 // its own kernel per kind; None: not available there).
@@ -361,3 +333,7 @@ void sum_expr_cpu(const E& e, const ReducePlan& p, bool mean, T* dst) {
 }  // namespace detail
 
 }  // namespace reel
+
+#ifndef REEL_COMPILED_LIB
+#include "reduce_kernels-inl.hpp"
+#endif

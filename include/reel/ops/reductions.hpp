@@ -390,6 +390,7 @@ auto Tensor<T, D>::sum() const {
   return reel::sum(*this);
 }
 template <class T, class D>
+template <class U>
 auto Tensor<T, D>::mean() const {
   return reel::mean(*this);
 }

@@ -4,7 +4,8 @@
 // `extern template` and the sources generated from src/instantiate.cpp.in define them, so a
 // user's translation unit does not instantiate and optimize them again (header-only mode:
 // nothing changes). An entry is the instantiated declaration with T for the element type; X
-// receives it as its arguments. The elementwise ops' autograd tables, for complex<float> and
+// receives it as its arguments. The elementwise ops' autograd tables and the evaluation of one
+// op over tensors and numbers (`a + b`, `x * 2`, `exp(x)`: materialize), for complex<float> and
 // complex<double> too, come from the op lists (instantiate_ops.inc).
 #include "../core/config.hpp"
 
@@ -27,12 +28,8 @@
                                                      const Tensor<T, CPU>&, int64_t))                    \
   X(ValuesIndices<T, CPU> detail::ordered_lines<T, CPU>(const Tensor<T, CPU>&, int64_t, int64_t, bool,   \
                                                         const char*))                                    \
-  X(std::vector<T> Tensor<T, CPU>::to_vector() const)                                                    \
-  X(Tensor<T, CPU> Tensor<T, CPU>::clone() const)                                                        \
-  X(Tensor<T, CPU>& Tensor<T, CPU>::requires_grad_(bool))                                                \
-  X(Tensor<T, CPU> Tensor<T, CPU>::grad() const)                                                         \
-  X(void Tensor<T, CPU>::backward(const Tensor<T, CPU>&, bool, bool) const)                              \
-  X(Tensor<T, CPU>& Tensor<T, CPU>::fill_(T))                                                            \
+  REEL_INSTANTIATE_TENSOR(X, T)                                                                          \
+  X(Tensor<T, CPU> detail::materialize<Expr<ClampOp<T>, Tensor<T, CPU>>>(const Expr<ClampOp<T>, Tensor<T, CPU>>&)) \
   X(class optim::detail::Optimizer<T, CPU, optim::SGDOptions, optim::detail::SGDState<T, CPU>>)         \
   X(class optim::detail::Optimizer<T, CPU, optim::AdamOptions, optim::detail::AdamState<T, CPU>>)       \
   X(class optim::detail::Optimizer<T, CPU, optim::AdamWOptions, optim::detail::AdamState<T, CPU>>)      \
@@ -42,12 +39,25 @@
   X(class optim::Adam<T, CPU>)                                                                          \
   X(class optim::AdamW<T, CPU>)
 
-#define REEL_INSTANTIATE_ALL(X) REEL_INSTANTIATE_TYPED(X, float) REEL_INSTANTIATE_TYPED(X, double)
+// The tensor class (its members that are not templates: views, reshape, to_vector, clone,
+// backward, ...) and copies between tensors of one type.
+#define REEL_INSTANTIATE_TENSOR(X, T)                                                                     \
+  X(class Tensor<T, CPU>)                                                                                 \
+  X(void detail::eval_into<T, CPU, Tensor<T, CPU>>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))         \
+  X(void detail::assign_expr<T, CPU, Tensor<T, CPU>>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))
+// The index and mask types every program meets (argmax, comparisons), once, with part core
+// of float.
+#define REEL_INSTANTIATE_UNTYPED(X) REEL_INSTANTIATE_TENSOR(X, int64_t) REEL_INSTANTIATE_TENSOR(X, bool)
+
+#define REEL_INSTANTIATE_ALL(X) \
+  REEL_INSTANTIATE_TYPED(X, float) REEL_INSTANTIATE_TYPED(X, double) REEL_INSTANTIATE_UNTYPED(X)
 
 #if defined(REEL_COMPILED_LIB) && !defined(REEL_INSTANTIATING)
 namespace reel::inline REEL_ABI {
 REEL_INSTANTIATE_ALL(REEL_EXTERN_TEMPLATE)
 #define REEL_OP_ENTRY REEL_EXTERN_TEMPLATE
+#define REEL_OP_TABLES 1
+#define REEL_OP_KERNELS 1
 #define REEL_OP_COMPLEX 0
 #define REEL_OP_T float
 #include "instantiate_ops.inc"
@@ -65,5 +75,7 @@ REEL_INSTANTIATE_ALL(REEL_EXTERN_TEMPLATE)
 #undef REEL_OP_T
 #undef REEL_OP_COMPLEX
 #undef REEL_OP_ENTRY
+#undef REEL_OP_TABLES
+#undef REEL_OP_KERNELS
 }  // namespace reel::inline REEL_ABI
 #endif
