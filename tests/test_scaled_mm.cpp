@@ -166,7 +166,7 @@ TEST_CASE("scaled_mm: every rule raises its error and writes nothing") {
                        doctest::Contains("cannot be multiplied (4x32 and 16x8)"), value_error);
   CHECK_THROWS_WITH_AS(scaled_mm(a.reshape({128}), b, one, TW, one, TW), doctest::Contains("matrices (2-D)"), value_error);
   CHECK_THROWS_WITH_AS(scaled_mm(a, b, one, TW, rb, RW), doctest::Contains("recipe pair (TensorWise, RowWise)"), value_error);
-  CHECK_THROWS_WITH_AS(scaled_mm(a, b, ones<float>({4, 2}), RW, rb, RW), doctest::Contains("scale_a of the RowWise recipe must have shape [4, 1]"),
+  CHECK_THROWS_WITH_AS(scaled_mm(a, b, ones<float>({4, 2}), RW, rb, RW), doctest::Contains("scale_a of the RowWise recipe must have shape [4, 1] for mat_a [4, 32] and mat_b [32, 8], got [4, 2]"),
                        value_error);
   CHECK_THROWS_WITH_AS(scaled_mm(a, b, ra, RW, ones<float>({8}), RW), doctest::Contains("scale_b of the RowWise recipe must have shape [1, 8]"),
                        value_error);
@@ -211,7 +211,7 @@ TEST_CASE("scaled_mm: every rule raises its error and writes nothing") {
                        doctest::Contains("not swizzled"), value_error);
   CHECK_THROWS_WITH_AS(quantize<float8_e4m3fn>(ones<float>({2, 4, 32}), RW), doctest::Contains("needs a matrix (2-D)"), value_error);
   CHECK_THROWS_WITH_AS(quantize<float4_e2m1fn_x2>(ones<float>({4, 31}), X16), doctest::Contains("must be even"), value_error);
-  CHECK_THROWS_WITH_AS(dequantize(a, ones<float>({5, 1}), RW), doctest::Contains("scale_a of the RowWise recipe must have shape [4, 1]"),
+  CHECK_THROWS_WITH_AS(dequantize(a, ones<float>({5, 1}), RW), doctest::Contains("dequantize: scale of the RowWise recipe must have shape [4, 1] for data [4, 32], got [5, 1]"),
                        value_error);
   CHECK_THROWS_WITH_AS(scaled_mm(a, b, one, TW, one, TW, {.bias = {}, .swizzle_a = SwizzleType::Swizzle_32_4_4}), doctest::Contains("not swizzled"),
                        value_error);
@@ -266,6 +266,30 @@ std::vector<float> fp4_values(int64_t n, Generator& gen) {
   return v;
 }
 }  // namespace
+
+TEST_CASE("swizzled scale layouts: swizzled_position inverts swizzled_index, padding holds no scale") {
+  for (SwizzleType sw : {SwizzleType::Swizzle_32_4_4, SwizzleType::Swizzle_32_8})
+    for (auto [rows, W] : {std::pair<int64_t, int64_t>{1, 1}, {33, 9}, {130, 5}, {256, 8}, {40, 3}}) {
+      const int64_t n = detail::swizzled_numel(sw, rows, W);
+      std::vector<int> hits(static_cast<size_t>(n), 0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < W; ++c) {
+          const int64_t i = detail::swizzled_index(sw, r, c, W);
+          REQUIRE(i >= 0);
+          REQUIRE(i < n);
+          ++hits[static_cast<size_t>(i)];
+          int64_t pr = -1, pc = -1;
+          detail::swizzled_position(sw, i, W, pr, pc);
+          CHECK(pr == r);
+          CHECK(pc == c);
+        }
+      for (int64_t i = 0; i < n; ++i) {  // every other element is padding: its position is out of range
+        int64_t pr = -1, pc = -1;
+        detail::swizzled_position(sw, i, W, pr, pc);
+        CHECK(hits[static_cast<size_t>(i)] == ((pr < rows && pc < W) ? 1 : 0));
+      }
+    }
+}
 
 TEST_CASE("scaled_mm: MX and NVFP4 recipes equal dequantize-then-multiply in double, in every scale layout") {
   Generator gen(29);

@@ -18,6 +18,7 @@
 #include "../core/config.hpp"
 #include <cublasLt.h>
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -124,10 +125,10 @@ struct FloatScales {
 // [rows, L] one-byte scales into cuBLASLt's 128x4 tiles (PyTorch's to_blocked), padding 0.
 struct TiledScales {
   const std::uint8_t* p;
-  int64_t rows, L, L4, s0, s1;
+  int64_t rows, L, s0, s1;
   __device__ std::uint8_t operator()(int64_t i) const {
-    const int64_t tile = i / 512, w = i % 512, per_row = L4 / 4;
-    const int64_t r = (tile / per_row) * 128 + ((w % 16) / 4) * 32 + w / 16, c = (tile % per_row) * 4 + w % 4;
+    int64_t r, c;
+    swizzled_position(SwizzleType::Swizzle_32_4_4, i, L, r, c);
     return r < rows && c < L ? p[r * s0 + c * s1] : std::uint8_t(0);
   }
 };
@@ -203,7 +204,7 @@ inline DevBuf lt_scales(const AnyTensor& s, ScalingType r, SwizzleType sw, bool 
   REEL_CHECK(sw == SwizzleType::NoSwizzle, not_implemented_error,
              "scaled_mm: Swizzle_32_8 is hipBLASLt's layout and reel has no ROCm backend (on CUDA, pass Swizzle_32_4_4 "
              "or NoSwizzle scales)");
-  return DevBuf::of(gather_to<std::uint8_t>(RB * 128 * L4, TiledScales{p, rows, L, L4, s0, s1}));
+  return DevBuf::of(gather_to<std::uint8_t>(RB * 128 * L4, TiledScales{p, rows, L, s0, s1}));
 }
 
 // quantize's kernels (the rules: nn/quantize.hpp, shared with the CPU).
@@ -257,12 +258,18 @@ struct Encode {
   }
 };
 
-// The device's compute capability as major * 10 + minor.
+// The current device's compute capability as major * 10 + minor, asked once per device.
 inline int compute_capability() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};  // 0: not asked yet
   int dev = 0, major = 0, minor = 0;
   REEL_CUDA_CHECK(cudaGetDevice(&dev));
+  const bool cached = dev >= 0 && dev < kDevices;
+  if (cached)
+    if (const int cc = known[dev].load(std::memory_order_relaxed)) return cc;
   REEL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   REEL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (cached) known[dev].store(major * 10 + minor, std::memory_order_relaxed);
   return major * 10 + minor;
 }
 

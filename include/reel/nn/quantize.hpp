@@ -136,23 +136,13 @@ Tensor<float, D> quant_plain_scales(const float* gp, int64_t G, int64_t nkb, boo
   return fill_by_index<float, D>(G * nkb, [=] REEL_HD(int64_t i) { return gp[is_a ? i : (i % G) * nkb + i / G]; })
       .reshape(std::move(shape));
 }
-// One-byte group scales gp ([R, nkb]) as they are or swizzled (padding 0): the inverse maps of
-// swizzled_index.
+// One-byte group scales gp ([R, nkb]) as they are or swizzled (padding 0).
 template <class S, class D>
 Tensor<S, D> quant_byte_scales(const float* gp, int64_t R, int64_t nkb, SwizzleType sw) {
   const int64_t n = sw == SwizzleType::NoSwizzle ? R * nkb : swizzled_numel(sw, R, nkb);
-  const int64_t W4 = (nkb + 3) / 4 * 4, W8 = (nkb + 7) / 8 * 8;
   Tensor<S, D> t = fill_by_index<S, D>(n, [=] REEL_HD(int64_t i) {
-    int64_t r, c;
-    if (sw == SwizzleType::NoSwizzle) {
-      r = i / nkb, c = i % nkb;
-    } else if (sw == SwizzleType::Swizzle_32_4_4) {
-      const int64_t tile = i / 512, w = i % 512;
-      r = (tile / (W4 / 4)) * 128 + ((w % 16) / 4) * 32 + w / 16, c = (tile % (W4 / 4)) * 4 + w % 4;
-    } else {
-      const int64_t tile = i / 256, w = i % 256;
-      r = (tile / (W8 / 8)) * 32 + (w % 2) * 16 + (w % 64) / 4, c = (tile % (W8 / 8)) * 8 + ((w % 4) / 2) * 4 + w / 64;
-    }
+    int64_t r = i / nkb, c = i % nkb;
+    if (sw != SwizzleType::NoSwizzle) swizzled_position(sw, i, nkb, r, c);
     return S(r < R && c < nkb ? gp[r * nkb + c] : 0.0f);
   });
   return sw == SwizzleType::NoSwizzle ? Tensor<S, D>(t.reshape({R, nkb})) : t;
@@ -276,8 +266,7 @@ Tensor<Out, D> dequantize(const Tensor<Q, D>& data, const Scales& scale, const R
   REEL_CHECK(!mat || d == 0 || d == 1, value_error, "dequantize: dim must be -1, 0 or 1, got ", o.dim);
   auto view = mat ? data : data.reshape({1, data.numel()});
   const int64_t K = view.size(d) * (fp4 ? 2 : 1), R = view.size(1 - d);
-  detail::check_scales("dequantize", d == 1, scalar_type_v<Q>, scale, recipe, o.swizzle, R, K, data.sizes(),
-                       data.sizes());
+  detail::check_scales("dequantize", d == 1, scalar_type_v<Q>, scale, recipe, o.swizzle, R, K, data.sizes(), nullptr);
   Shape os = data.sizes();
   if (fp4) os[d] *= 2;
   if constexpr (detail::device_memory_v<D>) {

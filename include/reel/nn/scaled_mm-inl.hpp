@@ -50,11 +50,23 @@ REEL_INLINE int64_t swizzled_index(SwizzleType sw, int64_t r, int64_t c, int64_t
 REEL_INLINE int64_t swizzled_numel(SwizzleType sw, int64_t rows, int64_t W) {
   return sw == SwizzleType::Swizzle_32_4_4 ? smm::round_up(rows, 128) * smm::round_up(W, 4) : smm::round_up(rows, 32) * smm::round_up(W, 8);
 }
+namespace smm {
+// "mat_a [M, K] and mat_b [K, N]", or "data [R, K]" (dequantize), in check_scales' messages.
+struct OperandShapes {
+  const Shape& a;
+  const Shape* b;
+  friend std::ostream& operator<<(std::ostream& os, const OperandShapes& o) {
+    if (!o.b) return os << "data " << o.a;
+    return os << "mat_a " << o.a << " and mat_b " << *o.b;
+  }
+};
+}  // namespace smm
 REEL_INLINE void check_scales(const char* fn, bool is_a, ScalarType data, const Scales& s, const Recipes& r,
-                              SwizzleType sw, int64_t rows, int64_t K, const Shape& a, const Shape& b) {
+                              SwizzleType sw, int64_t rows, int64_t K, const Shape& a, const Shape* b) {
   using S = ScalingType;
-  const char* name = is_a ? "scale_a" : "scale_b";
-  const char* rdim = is_a ? "M" : "N";
+  const smm::OperandShapes shapes{a, b};
+  const char* name = !b ? "scale" : is_a ? "scale_a" : "scale_b";
+  const char* rdim = !b ? "rows" : is_a ? "M" : "N";
   const size_t nr = r.list.size();
   REEL_CHECK(nr == 1 || (nr == 2 && r.list[0] == S::BlockWise1x16 && r.list[1] == S::TensorWise), value_error, fn,
              ": the recipes of ", name, " must be one recipe, or {BlockWise1x16, TensorWise} (NVFP4's two-level "
@@ -65,7 +77,7 @@ REEL_INLINE void check_scales(const char* fn, bool is_a, ScalarType data, const 
   const S r0 = r.list[0];
   const AnyTensor& s0 = s.list[0];
   const bool fp4 = data == ScalarType::Float4_e2m1fn_x2;
-  const char* operand = is_a ? "mat_a" : "mat_b";
+  const char* operand = !b ? "data" : is_a ? "mat_a" : "mat_b";
   if (r0 == S::BlockWise1x16)
     REEL_CHECK(fp4, value_error, fn, ": the BlockWise1x16 recipe (NVFP4) takes float4_e2m1fn_x2 data, got ",
                dtype_name(data), " (", operand, ")");
@@ -112,11 +124,11 @@ REEL_INLINE void check_scales(const char* fn, bool is_a, ScalarType data, const 
                  "round_up(", rdim,
                  sw == SwizzleType::Swizzle_32_4_4 ? ", 128) * round_up(ceil(K / " : ", 32) * round_up(ceil(K / ",
                  scale_kblock(r0, K), sw == SwizzleType::Swizzle_32_4_4 ? "), 4) = " : "), 8) = ",
-                 swizzled_numel(sw, rows, nkb), " elements for mat_a ", a, " and mat_b ", b, ", got shape ", s0.sizes());
+                 swizzled_numel(sw, rows, nkb), " elements for ", shapes, ", got shape ", s0.sizes());
       return;
   }
   REEL_CHECK(s0.sizes() == want_shape, value_error, fn, ": ", name, " of the ", scaling_name(r0),
-             " recipe must have shape ", want_shape, " for mat_a ", a, " and mat_b ", b, ", got ", s0.sizes());
+             " recipe must have shape ", want_shape, " for ", shapes, ", got ", s0.sizes());
 }
 
 REEL_INLINE std::vector<double> scale_rows(const Scales& s, const Recipes& r, SwizzleType sw, bool is_a, int64_t rows,
@@ -169,8 +181,8 @@ REEL_INLINE int64_t check_scaled_mm(const char* fn, ScalarType ta, ScalarType tb
              "and (BlockWise1x16, BlockWise1x16)");
   REEL_CHECK(ra.list.size() == rb.list.size(), value_error, fn,
              ": two-level (NVFP4) scales must be given for both operands or for neither");
-  check_scales(fn, true, ta, sa, ra, swa, M, K, a, b);
-  check_scales(fn, false, tb, sb, rb, swb, N, K, a, b);
+  check_scales(fn, true, ta, sa, ra, swa, M, K, a, &b);
+  check_scales(fn, false, tb, sb, rb, swb, N, K, a, &b);
   return K;
 }
 

@@ -70,12 +70,27 @@ REEL_INLINE int64_t scale_kblock(ScalingType r, int64_t K);
 // buffer, and the buffer's (padded) element count.
 REEL_INLINE int64_t swizzled_index(SwizzleType sw, int64_t r, int64_t c, int64_t W);
 REEL_INLINE int64_t swizzled_numel(SwizzleType sw, int64_t rows, int64_t W);
+// Its inverse: the (row r, K block c) whose scale element i of a swizzled [rows, W] buffer
+// holds (r >= rows or c >= W: padding). On the host and in CUDA kernels.
+REEL_HD inline void swizzled_position(SwizzleType sw, int64_t i, int64_t W, int64_t& r, int64_t& c) {
+  if (sw == SwizzleType::Swizzle_32_4_4) {  // 128x4 tiles of 512 bytes
+    const int64_t per_row = (W + 3) / 4, tile = i / 512, w = i % 512;
+    r = (tile / per_row) * 128 + ((w % 16) / 4) * 32 + w / 16;
+    c = (tile % per_row) * 4 + w % 4;
+  } else {  // Swizzle_32_8: 32x8 tiles of 256 bytes
+    const int64_t per_row = (W + 7) / 8, tile = i / 256, w = i % 256;
+    r = (tile / per_row) * 32 + (w % 2) * 16 + (w % 64) / 4;
+    c = (tile % per_row) * 8 + ((w % 4) / 2) * 4 + w / 64;
+  }
+}
 // Checks the scales of one operand with `rows` rows along its outer dim (mat_a: M; mat_b: N)
 // and K along the contraction (unpacked), data of type `data` (FP8 or FP4): the recipe list,
 // the scale dtypes, shapes (or element counts, swizzled) and the swizzle. value_error /
 // type_error naming the rule.
+// a, b: the shapes of mat_a and mat_b (scaled_mm), or b null and a the shape of dequantize's
+// data (whose scale is then named "scale").
 REEL_INLINE void check_scales(const char* fn, bool is_a, ScalarType data, const Scales& s, const Recipes& r,
-                              SwizzleType sw, int64_t rows, int64_t K, const Shape& a, const Shape& b);
+                              SwizzleType sw, int64_t rows, int64_t K, const Shape& a, const Shape* b);
 // The scales of one operand as a row-major [rows, ceil(K / kblock)] matrix of doubles (the
 // global scale of two-level scales folded in). Checked by check_scales first.
 REEL_INLINE std::vector<double> scale_rows(const Scales& s, const Recipes& r, SwizzleType sw, bool is_a, int64_t rows,
