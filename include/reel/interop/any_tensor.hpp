@@ -21,6 +21,12 @@ class AnyTensor {
   const Shape& strides() const { return impl().strides; }
   int64_t dim() const { return impl().sizes.size(); }
   int64_t numel() const { return detail::numel_of(impl().sizes); }
+  int64_t storage_offset() const { return impl().offset; }
+  bool is_contiguous() const { return detail::is_contiguous(impl().sizes, impl().strides); }
+  // Whether both are views of one storage (false when either is undefined).
+  bool is_same_storage(const AnyTensor& o) const {
+    return defined() && o.defined() && impl_->storage == o.impl_->storage;
+  }
   template <class T>
   bool is() const {
     return defined() && dtype() == scalar_type_v<T>;
