@@ -147,6 +147,52 @@ struct Block : nn::Module<double> {
 };
 }  // namespace
 
+TEST_CASE("nn: state_dict shares the parameters; load_state_dict copies in place, converts floats, reports keys") {
+  Generator g(11);
+  Block a(4, g), b(4, g);
+  StateDict sd = a.state_dict();
+  CHECK(sd.keys() == std::vector<std::string>{"norm.weight", "up.weight", "up.bias", "down.weight"});
+  CHECK(sd.at("up.weight").is_same_storage(AnyTensor(a.up.weight)));
+  Td x = randn<double>({3, 4}, g);
+  CHECK(a(x).to_vector() != b(x).to_vector());
+  auto params_before = b.parameters();
+  optim::SGD opt(b.parameters(), optim::SGDOptions().lr(0.1));
+  auto r = b.load_state_dict(sd);
+  CHECK(r.missing_keys.empty());
+  CHECK(r.unexpected_keys.empty());
+  CHECK(a(x).to_vector() == b(x).to_vector());
+  CHECK(b.up.weight.is_same_storage(params_before[1]));  // in place: the optimizer's tensors
+  CHECK(b.up.weight.requires_grad());
+  CHECK_FALSE(b.up.weight.is_same_storage(a.up.weight));  // copied, not aliased
+  // a float32 state dict (a checkpoint in another precision) converts as copy_ does
+  StateDict f32;
+  for (const auto& [n, t] : sd) f32[n] = AnyTensor(t.as<double>().to<float>());
+  Block c(4, g);
+  c.load_state_dict(f32);
+  CHECK(c.up.weight.to_vector() == a.up.weight.to<float>().to<double>().to_vector());
+  // strict: every missing and unexpected key named, nothing copied
+  StateDict partial = sd;
+  partial.erase("up.bias");
+  partial["extra"] = AnyTensor(zeros<double>({1}));
+  Block d(4, g);
+  const Td d_up = d.up.weight.clone();
+  CHECK_THROWS_WITH_AS(d.load_state_dict(partial),
+                       doctest::Contains("Missing key(s) in state_dict: \"up.bias\". Unexpected key(s) in state_dict: \"extra\"."),
+                       value_error);
+  CHECK(d.up.weight.to_vector() == d_up.to_vector());
+  auto lenient = d.load_state_dict(partial, false);
+  CHECK(lenient.missing_keys == std::vector<std::string>{"up.bias"});
+  CHECK(lenient.unexpected_keys == std::vector<std::string>{"extra"});
+  CHECK(d.up.weight.to_vector() == a.up.weight.to_vector());
+  StateDict wrong = sd;
+  wrong["up.weight"] = AnyTensor(zeros<double>({4, 8}));
+  CHECK_THROWS_WITH_AS(d.load_state_dict(wrong), doctest::Contains("size mismatch for up.weight: copying a param with shape [4, 8]"),
+                       value_error);
+  wrong["up.weight"] = AnyTensor(zeros<int64_t>({8, 4}));
+  CHECK_THROWS_WITH_AS(d.load_state_dict(wrong), doctest::Contains("is torch.int64 in the state dict and torch.float64"),
+                       type_error);
+}
+
 TEST_CASE("nn: modules list parameters in registration order and survive moves") {
   Generator g(7);
   std::vector<Block> blocks;

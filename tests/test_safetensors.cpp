@@ -334,3 +334,18 @@ TEST_CASE("safetensors: a file written by the reference implementation (safetens
   for (const std::string& name : kFixtureNames) CHECK(logical_bytes(back.at(name)) == logical_bytes(mine.at(name)));
   if (!keep) std::remove(out.c_str());
 }
+
+TEST_CASE("safetensors: a module's state dict saved and loaded into a fresh module (read and mapped)") {
+  Generator g(3);
+  nn::Linear<float> a(6, 5, g), b(6, 5, g);
+  const std::string path = st_path("linear.safetensors");
+  save_safetensors(path, a.state_dict());
+  auto x = randn<float>({2, 6}, g);
+  for (bool mapped : {false, true}) {
+    nn::Linear<float> c(6, 5, g);
+    c.load_state_dict(load_safetensors(path, {.mmap = mapped}));
+    CHECK(c(x).to_vector() == a(x).to_vector());
+  }
+  CHECK(b(x).to_vector() != a(x).to_vector());
+  std::remove(path.c_str());
+}

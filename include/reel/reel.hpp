@@ -12,6 +12,7 @@
 #include "ops/select.hpp"
 #include "ops/products.hpp"
 #include "interop/any_tensor.hpp"
+#include "interop/state_dict.hpp"
 #include "interop/eigen.hpp"
 #include "interop/asarray.hpp"
 #include "nn/functional.hpp"

@@ -35,7 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "state_dict.hpp"
+#include "../interop/state_dict.hpp"
 
 namespace reel::inline REEL_ABI {
 

@@ -6,6 +6,7 @@
 // parameters are registered under "child.name"). Handles alias, so a module can be moved or
 // copied (into a std::vector, say) and the optimizer still updates the same tensors.
 #include "../core/config.hpp"
+#include "../interop/state_dict.hpp"
 #include "linear_cross_entropy.hpp"
 
 namespace reel::inline REEL_ABI::nn {
@@ -150,6 +151,49 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // PyTorch's state_dict(): the parameters by name, in registration order, sharing their
+  // storage (detached: saving them records nothing).
+  StateDict state_dict() const {
+    StateDict sd;
+    for (const auto& [n, p] : params_) sd[n] = AnyTensor(p.detach());
+    return sd;
+  }
+  struct LoadResult {
+    std::vector<std::string> missing_keys, unexpected_keys;
+  };
+  // PyTorch's load_state_dict: copies each entry into the parameter of that name in place
+  // (an optimizer holding the parameters keeps them), converting a floating dtype to T as
+  // copy_ does; a shape mismatch is a value_error ("size mismatch for ..."), another dtype a
+  // type_error. strict: missing or unexpected keys are a value_error naming them all (nothing
+  // is copied); otherwise they are returned.
+  LoadResult load_state_dict(const StateDict& sd, bool strict = true) {
+    LoadResult r;
+    for (const auto& [n, p] : params_)
+      if (!sd.contains(n)) r.missing_keys.push_back(n);
+    for (const auto& [n, t] : sd) {
+      bool known = false;
+      for (const auto& [pn, p] : params_) known = known || pn == n;
+      if (!known) r.unexpected_keys.push_back(n);
+    }
+    if (strict && (!r.missing_keys.empty() || !r.unexpected_keys.empty())) {
+      std::string msg = "load_state_dict: error(s) loading the state dict:";
+      auto list = [&](const char* what, const std::vector<std::string>& keys) {
+        if (keys.empty()) return;
+        msg += std::string(" ") + what + " key(s) in state_dict:";
+        for (size_t i = 0; i < keys.size(); ++i) msg += (i ? ", \"" : " \"") + keys[i] + "\"";
+        msg += ".";
+      };
+      list("Missing", r.missing_keys);
+      list("Unexpected", r.unexpected_keys);
+      raise<value_error>(msg);
+    }
+    for (auto& [n, p] : params_)  // every entry checked before any is copied
+      if (sd.contains(n)) (void)source_of(n, sd.at(n), p);
+    for (auto& [n, p] : params_)
+      if (sd.contains(n)) p.detach().copy_(source_of(n, sd.at(n), p));
+    return r;
+  }
+
  protected:
   // Registers (and returns) a parameter: it requires grad from now on.
   Tensor<T, D> register_parameter(const std::string& name, Tensor<T, D> t) {
@@ -167,6 +211,39 @@ class Module {
   }
 
  private:
+  // The state dict's entry `name` as a Tensor<T, D> of p's shape (converted, moved).
+  static Tensor<T, D> source_of(const std::string& name, const AnyTensor& a, const Tensor<T, D>& p) {
+    REEL_CHECK(a.defined(), value_error, "load_state_dict: '", name, "' is an undefined tensor");
+    REEL_CHECK(a.sizes() == p.sizes(), value_error, "load_state_dict: size mismatch for ", name,
+               ": copying a param with shape ", a.sizes(), " from checkpoint, the shape in current model is ", p.sizes());
+    REEL_CHECK(a.device() == DeviceType::CPU, not_implemented_error, "load_state_dict: '", name,
+               "' must be a CPU tensor");
+    Tensor<T, CPU> h;
+    if (a.dtype() == scalar_type_v<T>) {
+      h = a.as<T>();
+    } else switch (a.dtype()) {
+      case ScalarType::Float: h = to_param_type(a.as<float>()); break;
+      case ScalarType::Double: h = to_param_type(a.as<double>()); break;
+      case ScalarType::Half: h = to_param_type(a.as<half>()); break;
+      case ScalarType::BFloat16: h = to_param_type(a.as<bfloat16>()); break;
+      default:
+        raise<type_error>("load_state_dict: '", name, "' is ", dtype_name(a.dtype()), " in the state dict and ",
+                          scalar_type_of<T>::name, " in the module (convert it first)");
+    }
+    if constexpr (reel::detail::Backend<D>::host_memory)
+      return AnyTensor(h).template as<T, D>();
+    else
+      return h.template to_device<D>();
+  }
+  template <class U>
+  static Tensor<T, CPU> to_param_type(const Tensor<U, CPU>& u) {
+    if constexpr (std::is_same_v<U, T> || !is_floating_v<T>) {
+      raise<type_error>("load_state_dict: a ", scalar_type_of<U>::name, " entry does not convert to ",
+                        scalar_type_of<T>::name);
+    } else {
+      return u.template to<T>();
+    }
+  }
   std::vector<std::pair<std::string, Tensor<T, D>>> params_;
   bool training_ = true;
 };

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "../interop/any_tensor.hpp"
+#include "any_tensor.hpp"
 
 namespace reel::inline REEL_ABI {
 
