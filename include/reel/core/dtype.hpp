@@ -141,7 +141,7 @@ constexpr auto promote_pick() {
     using Lo = std::conditional_t<(category_v<A> > category_v<B>), B, A>;
     if constexpr (is_complex_v<Hi> && is_floating_v<Lo>) {
       // complex64 + float64 -> complex128
-      using R = decltype(promote_pick<real_t<Hi>, Lo>())::type;
+      using R = typename decltype(promote_pick<real_t<Hi>, Lo>())::type;
       return std::type_identity<complex_of_t<R>>{};
     } else {
       return std::type_identity<Hi>{};

@@ -125,7 +125,9 @@ inline Header parse_header(const std::string& text, uint64_t data_size, const st
   if (!duplicate.empty()) bad_file(path, "the header names ", duplicate, " twice");
   if (!j.is_object()) bad_file(path, "the header is not a JSON object");
   Header h;
-  for (const auto& [name, v] : j.items()) {
+  for (auto item = j.begin(); item != j.end(); ++item) {  // (no structured bindings: lambdas below use them)
+    const std::string& name = item.key();
+    const Json& v = item.value();
     if (name == "__metadata__") {
       if (!v.is_object()) bad_file(path, "__metadata__ must be an object of strings");
       for (const auto& [mk, mv] : v.items()) {
