@@ -268,6 +268,8 @@ TEST_CASE("safetensors: every malformed file raises value_error naming the rule"
       {"fractional dim", R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,8]}})", eight, {}, "non-negative integers"},
       {"numel overflow", R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,8]}})", eight, {},
        "overflows"},
+      {"bytes overflow", R"({"a":{"dtype":"F64","shape":[288230376151711744],"data_offsets":[0,0]}})", {}, {},
+       "its size in bytes overflows"},  // 2^58 values of 64 bits: 2^64 bits would wrap to 0
       {"too many dims", R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}})",
        std::vector<unsigned char>(1), {}, "26 dims"},
       {"one offset", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", eight, {}, "two non-negative integers"},

@@ -17,11 +17,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (bool mapped : {false, true}) {
     try {
       reel::StateDict sd = reel::load_safetensors(path, {.mmap = mapped});
-      for (const auto& [name, t] : sd)  // what a loaded tensor promises: its bytes are readable
-        if (t.numel() > 0) {
-          volatile unsigned char b = static_cast<const unsigned char*>(t.impl_ptr()->storage->data)[0];
-          (void)b;
+      for (const auto& [name, t] : sd) {  // what a loaded tensor promises: all its bytes are readable
+        const auto* p = static_cast<const unsigned char*>(t.impl_ptr()->storage->data);
+        const int64_t n = t.numel() * reel::element_size(t.dtype());
+        if (n > 0 && static_cast<size_t>(n) > t.impl_ptr()->storage->nbytes) __builtin_trap();
+        if (n > 0) {
+          volatile unsigned char first = p[0], last = p[n - 1];
+          (void)first;
+          (void)last;
         }
+      }
     } catch (const reel::error&) {
     }
   }

@@ -164,7 +164,9 @@ inline Header parse_header(const std::string& text, uint64_t data_size, const st
       bad_file(path, "the entry '", name, "': data_offsets must be two non-negative integers");
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     if (b > e) bad_file(path, "the entry '", name, "': data_offsets [", b, ", ", e, "] end before they begin");
-    const uint64_t bits = numel * static_cast<uint64_t>(code->bits);  // numel <= 2^62, bits <= 64: no overflow
+    uint64_t bits = 0;
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(code->bits), &bits))
+      bad_file(path, "the entry '", name, "': its size in bytes overflows");
     if (bits % 8) bad_file(path, "the entry '", name, "': ", numel, " values of ", code->name, " are not whole bytes");
     if (e - b != bits / 8)
       bad_file(path, "the entry '", name, "': data_offsets [", b, ", ", e, "] hold ", e - b, " bytes, but ", code->name,
