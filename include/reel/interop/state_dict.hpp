@@ -16,7 +16,6 @@ namespace reel::inline REEL_ABI {
 class StateDict {
  public:
   using value_type = std::pair<std::string, AnyTensor>;
-  using iterator = std::vector<value_type>::iterator;
   using const_iterator = std::vector<value_type>::const_iterator;
 
   StateDict() = default;
@@ -50,8 +49,8 @@ class StateDict {
 
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
-  iterator begin() { return items_.begin(); }
-  iterator end() { return items_.end(); }
+  // (read-only iteration: a name changed in place would not be found again; change entries
+  // through operator[] / at / insert_or_assign)
   const_iterator begin() const { return items_.begin(); }
   const_iterator end() const { return items_.end(); }
   std::vector<std::string> keys() const {
