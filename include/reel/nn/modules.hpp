@@ -188,9 +188,9 @@ class Module {
       raise<value_error>(msg);
     }
     for (auto& [n, p] : params_)  // every entry checked before any is copied
-      if (sd.contains(n)) (void)source_of(n, sd.at(n), p);
+      if (sd.contains(n)) check_source(n, sd.at(n), p);
     for (auto& [n, p] : params_)
-      if (sd.contains(n)) p.detach().copy_(source_of(n, sd.at(n), p));
+      if (sd.contains(n)) p.detach().copy_(source_of(sd.at(n)));
     return r;
   }
 
@@ -211,38 +211,43 @@ class Module {
   }
 
  private:
-  // The state dict's entry `name` as a Tensor<T, D> of p's shape (converted, moved).
-  static Tensor<T, D> source_of(const std::string& name, const AnyTensor& a, const Tensor<T, D>& p) {
+  // load_state_dict's checks of the entry `name` for parameter p, before anything is copied.
+  static void check_source(const std::string& name, const AnyTensor& a, const Tensor<T, D>& p) {
     REEL_CHECK(a.defined(), value_error, "load_state_dict: '", name, "' is an undefined tensor");
     REEL_CHECK(a.sizes() == p.sizes(), value_error, "load_state_dict: size mismatch for ", name,
                ": copying a param with shape ", a.sizes(), " from checkpoint, the shape in current model is ", p.sizes());
     REEL_CHECK(a.device() == DeviceType::CPU, not_implemented_error, "load_state_dict: '", name,
                "' must be a CPU tensor");
+    const ScalarType s = a.dtype();
+    const bool converts = is_floating_v<T> && (s == ScalarType::Float || s == ScalarType::Double ||
+                                               s == ScalarType::Half || s == ScalarType::BFloat16);
+    REEL_CHECK(s == scalar_type_v<T> || converts, type_error, "load_state_dict: '", name, "' is ", dtype_name(s),
+               " in the state dict and ", scalar_type_of<T>::name, " in the module (convert it first)");
+  }
+  // A checked entry as a Tensor<T, D> (converted, moved).
+  static Tensor<T, D> source_of(const AnyTensor& a) {
     Tensor<T, CPU> h;
-    if (a.dtype() == scalar_type_v<T>) {
-      h = a.as<T>();
-    } else switch (a.dtype()) {
+    switch (a.dtype()) {
       case ScalarType::Float: h = to_param_type(a.as<float>()); break;
       case ScalarType::Double: h = to_param_type(a.as<double>()); break;
       case ScalarType::Half: h = to_param_type(a.as<half>()); break;
       case ScalarType::BFloat16: h = to_param_type(a.as<bfloat16>()); break;
-      default:
-        raise<type_error>("load_state_dict: '", name, "' is ", dtype_name(a.dtype()), " in the state dict and ",
-                          scalar_type_of<T>::name, " in the module (convert it first)");
+      default: h = a.as<T>();  // T itself (check_source admits nothing else)
     }
-    if constexpr (reel::detail::Backend<D>::host_memory)
-      return AnyTensor(h).template as<T, D>();
+    if constexpr (reel::detail::Backend<D>::host_memory)  // (the CPU: h already is one)
+      return h;
     else
       return h.template to_device<D>();
   }
   template <class U>
   static Tensor<T, CPU> to_param_type(const Tensor<U, CPU>& u) {
-    if constexpr (std::is_same_v<U, T> || !is_floating_v<T>) {
+    if constexpr (std::is_same_v<U, T>)
+      return u;
+    else if constexpr (!is_floating_v<T>)  // (check_source admits no conversion to a T that is not floating)
       raise<type_error>("load_state_dict: a ", scalar_type_of<U>::name, " entry does not convert to ",
                         scalar_type_of<T>::name);
-    } else {
+    else
       return u.template to<T>();
-    }
   }
   std::vector<std::pair<std::string, Tensor<T, D>>> params_;
   bool training_ = true;
