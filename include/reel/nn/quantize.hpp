@@ -298,9 +298,7 @@ Tensor<Out, D> dequantize(const Tensor<Q, D>& data, const Scales& scale, const R
   if constexpr (detail::Backend<D>::has_data) {
     const int64_t kblock = detail::scale_kblock(r0, K), nkb = (K + kblock - 1) / kblock;
     const auto s = detail::scale_rows(scale, recipe, o.swizzle, d == 1, R, K);
-    const auto v = detail::decode_matrix<double>(view, static_cast<int>(d), s.data(), nkb, kblock, d == 0);
-    Out* p = out.mutable_data_ptr();
-    for (size_t i = 0; i < v.size(); ++i) p[i] = convert<Out>(v[i]);
+    detail::decode_matrix_into(out.mutable_data_ptr(), view, static_cast<int>(d), s.data(), nkb, kblock, d == 0);
   }
   return out;
 }

@@ -165,15 +165,15 @@ void decode_matrix_into(V* out, const Tensor<T, D>& t, int packed, const double*
       for (int64_t r = r0; r < r1; ++r) {
         V* o = out + r * C;
         if (!s) {
-          for (int64_t c = 0; c < C; ++c) o[c] = static_cast<V>(value(r, c));
+          for (int64_t c = 0; c < C; ++c) o[c] = convert<V>(value(r, c));
         } else if (s_by_col) {
           const double* sc = s + r / kblock;
-          for (int64_t c = 0; c < C; ++c) o[c] = static_cast<V>(static_cast<double>(value(r, c)) * sc[c * nkb]);
+          for (int64_t c = 0; c < C; ++c) o[c] = convert<V>(static_cast<double>(value(r, c)) * sc[c * nkb]);
         } else {
           for (int64_t kb = 0, c = 0; kb < nkb; ++kb) {
             const double f = s[r * nkb + kb];
             for (const int64_t e = std::min(C, c + kblock); c < e; ++c)
-              o[c] = static_cast<V>(static_cast<double>(value(r, c)) * f);
+              o[c] = convert<V>(static_cast<double>(value(r, c)) * f);
           }
         }
       }
