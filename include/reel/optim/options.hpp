@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "../foreach.hpp"
+#include "../io/value.hpp"
 
 namespace reel::inline REEL_ABI::optim {
 
@@ -48,6 +49,97 @@ struct StateDict {
   std::map<int64_t, std::map<std::string, AnyTensor>> state;
   std::vector<ParamGroupState> param_groups;
 };
+
+// The layout torch.save writes for optimizer.state_dict(), as a Value (save() it):
+//   {"state": {0: {"step": tensor, "exp_avg": tensor, ...}, ...},
+//    "param_groups": [{"lr": 0.001, "betas": (0.9, 0.999), ..., "params": [0, 1]}, ...]}
+inline Value to_value(const StateDict& sd) {
+  Value state = Value::dict();
+  for (const auto& [k, m] : sd.state) {
+    Value s = Value::dict();
+    for (const auto& [name, t] : m) s.set(Value(name), Value(t));
+    state.set(Value(k), s);
+  }
+  Value groups = Value::list();
+  for (const ParamGroupState& g : sd.param_groups) {
+    Value d = Value::dict();
+    for (const auto& [name, o] : g.options) {
+      if (const auto* v = std::get_if<std::vector<double>>(&o))
+        d.set(Value(name), Value::tuple(std::vector<Value>(v->begin(), v->end())));
+      else if (const auto* b = std::get_if<bool>(&o))
+        d.set(Value(name), Value(*b));
+      else
+        d.set(Value(name), Value(std::get<double>(o)));
+    }
+    d.set(Value("params"), Value::list(std::vector<Value>(g.params.begin(), g.params.end())));
+    groups.append(d);
+  }
+  Value out = Value::dict();
+  out.set(Value("state"), state);
+  out.set(Value("param_groups"), groups);
+  return out;
+}
+// The other way (what torch.load gives for a PyTorch optimizer's state_dict, or to_value's):
+// options that are None (foreach, fused, ...) are left out; value_error naming what is
+// malformed.
+inline StateDict from_value(const Value& v) {
+  auto need = [](bool ok, const char* what) {
+    REEL_CHECK(ok, value_error, "optim::from_value: not an optimizer state_dict (", what, ")");
+  };
+  need(v.is_dict() && v.contains(Value("state")) && v.contains(Value("param_groups")), "no 'state' and 'param_groups'");
+  StateDict sd;
+  const Value& state = v.at("state");
+  need(state.is_dict(), "'state' is not a dict");
+  for (size_t i = 0; i < state.size(); ++i) {
+    need(state.keys()[i].is_int() && state.values()[i].is_dict(), "'state' maps ints to dicts");
+    auto& m = sd.state[state.keys()[i].to_int()];
+    const Value& s = state.values()[i];
+    for (size_t j = 0; j < s.size(); ++j) {
+      need(s.keys()[j].is_string(), "a state entry's key is not a string");
+      const Value& x = s.values()[j];
+      if (x.is_tensor())
+        m[s.keys()[j].to_string()] = x.tensor();
+      else if (x.is_int() || x.is_double())  // (PyTorch before 1.12 kept step as a number)
+        m[s.keys()[j].to_string()] = AnyTensor(full<float>({}, static_cast<float>(x.to_double())));
+      else
+        need(false, "a state entry is neither a tensor nor a number");
+    }
+  }
+  const Value& groups = v.at("param_groups");
+  need(groups.is_list() || groups.is_tuple(), "'param_groups' is not a list");
+  for (const Value& g : groups.items()) {
+    need(g.is_dict() && g.contains(Value("params")), "a param group without 'params'");
+    ParamGroupState gs;
+    for (size_t j = 0; j < g.size(); ++j) {
+      need(g.keys()[j].is_string(), "a param group's key is not a string");
+      const std::string& name = g.keys()[j].to_string();
+      const Value& x = g.values()[j];
+      if (name == "params") {
+        need(x.is_list() || x.is_tuple(), "'params' is not a list");
+        for (const Value& p : x.items()) {
+          need(p.is_int(), "'params' holds something other than ints");
+          gs.params.push_back(p.to_int());
+        }
+      } else if (x.is_bool()) {
+        gs.options[name] = x.to_bool();
+      } else if (x.is_int() || x.is_double()) {
+        gs.options[name] = x.to_double();
+      } else if (x.is_tuple() || x.is_list()) {
+        std::vector<double> xs;
+        for (const Value& e : x.items()) {
+          need(e.is_int() || e.is_double(), "an option's tuple holds something other than numbers");
+          xs.push_back(e.to_double());
+        }
+        gs.options[name] = xs;
+      } else if (x.is_tensor() && x.tensor().numel() == 1 && (x.tensor().is<float>() || x.tensor().is<double>())) {
+        const AnyTensor& t = x.tensor();  // (a tensor learning rate)
+        gs.options[name] = t.is<float>() ? static_cast<double>(t.as<float>().item()) : t.as<double>().item();
+      }  // None and strings (foreach=None, fused=None, ...): not reel's options
+    }
+    sd.param_groups.push_back(std::move(gs));
+  }
+  return sd;
+}
 
 #define REEL_TUPLE2 std::tuple<double, double>
 #define REEL_OPTION(TYPE, NAME, DEFAULT)          \
