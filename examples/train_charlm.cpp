@@ -10,13 +10,22 @@
 // forward through scaled_mm's float fast path, the gradients through its exact reference),
 // the master weights staying fp32.
 //
-//   example_train_charlm [--steps N] [--seed S] [--data FILE] [--fp8]
+// Checkpoints are PyTorch .pt files: --checkpoint FILE saves the model, its EMA, the
+// optimizer's state, the generator's state and the step every --save-every steps and at the
+// end; --resume FILE continues such a run exactly as if it had never stopped (same losses);
+// --init-from FILE starts from weights written by PyTorch (a state_dict, or a dict holding
+// one under "model"; tests/reference/pt/make_fixtures.py writes one, with the same layer names).
+//
+//   example_train_charlm [--steps N] [--seed S] [--data FILE] [--fp8] [--hidden H] [--blocks K]
+//                        [--eval-every N] [--checkpoint FILE] [--save-every N] [--resume FILE]
+//                        [--init-from FILE]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <reel/io/pt.hpp>
 #include <reel/reel.hpp>
 #include <sstream>
 #include <unistd.h>
@@ -34,8 +43,10 @@ struct Config {
   int64_t context = 16, embed = 16, hidden = 192, blocks = 3, batch = 128, steps = 3000, eval_every = 500;
   double lr = 3e-3, weight_decay = 0.01, clip = 1.0, ema_decay = 0.995;
   uint64_t seed = 1234;
+  int64_t save_every = 0;
   bool fp8 = false;
   std::string data = REEL_EXAMPLES_DATA "/botchan.txt";
+  std::string checkpoint, resume, init_from;
 };
 
 // A linear layer, in fp32 or FP8
@@ -105,6 +116,19 @@ static double evaluate(const CharLM& m, const Batch& val) {
   return static_cast<double>(m.loss(val.x, val.y).item());
 }
 
+// Everything a run needs to continue: model, EMA, optimizer, generator, step, smoothed loss.
+static void save_checkpoint(const std::string& path, const CharLM& model, const CharLM& ema, const optim::AdamW<float>& opt,
+                            const Generator& gen, int64_t step, double smooth) {
+  Value ck = Value::dict();
+  ck.set("model", Value(model.state_dict()));
+  ck.set("ema", Value(ema.state_dict()));
+  ck.set("optim", optim::to_value(opt.state_dict()));
+  ck.set("generator", Value(from_vector<uint64_t>({gen.seed(), gen.offset()}, {2})));  // (as torch's: a tensor)
+  ck.set("step", Value(step));
+  ck.set("smooth_loss", Value(smooth));
+  save(path, ck);
+}
+
 int main(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
@@ -113,6 +137,13 @@ int main(int argc, char** argv) {
     else if (value && !std::strcmp(argv[i], "--steps")) c.steps = std::atoll(argv[++i]);
     else if (value && !std::strcmp(argv[i], "--seed")) c.seed = std::strtoull(argv[++i], nullptr, 10);
     else if (value && !std::strcmp(argv[i], "--data")) c.data = argv[++i];
+    else if (value && !std::strcmp(argv[i], "--hidden")) c.hidden = std::atoll(argv[++i]);
+    else if (value && !std::strcmp(argv[i], "--blocks")) c.blocks = std::atoll(argv[++i]);
+    else if (value && !std::strcmp(argv[i], "--eval-every")) c.eval_every = std::atoll(argv[++i]);
+    else if (value && !std::strcmp(argv[i], "--checkpoint")) c.checkpoint = argv[++i];
+    else if (value && !std::strcmp(argv[i], "--save-every")) c.save_every = std::atoll(argv[++i]);
+    else if (value && !std::strcmp(argv[i], "--resume")) c.resume = argv[++i];
+    else if (value && !std::strcmp(argv[i], "--init-from")) c.init_from = argv[++i];
     else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
   }
   std::ifstream in(c.data, std::ios::binary);
@@ -162,10 +193,31 @@ int main(int argc, char** argv) {
     vstarts.push_back(s);
   Batch val = make_batch(text, vstarts, c.context);
 
+  int64_t first = 1;
+  double smooth = 0;
+  if (!c.init_from.empty()) {  // weights from PyTorch (or any .pt state dict with these names)
+    const Value w = load(c.init_from);
+    const StateDict sd = (w.is_dict() && w.contains(Value("model")) ? w.at("model") : w).state_dict();
+    model.load_state_dict(sd);
+    ema.load_state_dict(sd);
+    std::printf("initialized from %s: eval loss %.6f\n", c.init_from.c_str(), evaluate(model, val));
+  }
+  if (!c.resume.empty()) {
+    const Value ck = load(c.resume);
+    model.load_state_dict(ck.at("model").state_dict());
+    ema.load_state_dict(ck.at("ema").state_dict());
+    opt.load_state_dict(optim::from_value(ck.at("optim")));
+    auto g = ck.at("generator").tensor().as<uint64_t>();
+    gen.manual_seed(g.data_ptr()[0]);
+    gen.set_offset(g.data_ptr()[1]);
+    first = ck.at("step").to_int() + 1;
+    smooth = ck.at("smooth_loss").to_double();
+    std::printf("resumed from %s after step %lld\n", c.resume.c_str(), static_cast<long long>(first - 1));
+  }
+
   const bool tty = isatty(fileno(stdout));
   auto t0 = std::chrono::steady_clock::now();
-  double smooth = 0;
-  for (int64_t step = 1; step <= c.steps; ++step) {
+  for (int64_t step = first; step <= c.steps; ++step) {
     auto st = randint<int64_t>(0, split - c.context - 1, {c.batch}, gen).to_vector();
     Batch b = make_batch(text, st, c.context);
     opt.zero_grad();
@@ -178,7 +230,9 @@ int main(int argc, char** argv) {
     double l = static_cast<double>(loss.item());
     smooth = step == 1 ? l : 0.98 * smooth + 0.02 * l;
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    double tps = static_cast<double>(step * c.batch) / secs;
+    double tps = static_cast<double>((step - first + 1) * c.batch) / secs;
+    if (!c.checkpoint.empty() && ((c.save_every > 0 && step % c.save_every == 0) || step == c.steps))
+      save_checkpoint(c.checkpoint, model, ema, opt, gen, step, smooth);
     bool eval = step % c.eval_every == 0 || step == c.steps;
     if (tty || eval) {
       int filled = static_cast<int>(30 * step / c.steps);
@@ -191,8 +245,10 @@ int main(int argc, char** argv) {
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double final_val = evaluate(ema, val);
+  const int64_t ran = std::max<int64_t>(c.steps - first + 1, 0);
   std::printf("trained %lld steps in %.1f s (%.0f tokens/s); eval loss %.3f nats vs unigram entropy %.3f\n",
-              static_cast<long long>(c.steps), secs, c.steps * c.batch / secs, final_val, unigram);
+              static_cast<long long>(ran), secs, ran * c.batch / secs, final_val, unigram);
+  if (ran == 0) return 0;  // (evaluation only)
 
   // sample from the EMA model (temperature 0.8)
   autograd::no_grad ng;

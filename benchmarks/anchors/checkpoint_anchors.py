@@ -1,6 +1,6 @@
 """The reference implementation on the file bench_checkpoint writes (issue 18's benchmark rows).
 
-    build/bench/benchmarks/bench_checkpoint --keep     # leaves /tmp/reel_bench_checkpoint.safetensors
+    build/bench/benchmarks/bench_checkpoint --keep     # leaves /tmp/reel_bench_checkpoint.{safetensors,pt}
     python benchmarks/anchors/checkpoint_anchors.py [file]
 
 Needs torch (2.15.0) and safetensors (0.8.0) from PyPI; never run in CI. Page cache warm,
@@ -51,7 +51,10 @@ def main():
     t_torch_save = median_time(lambda: torch.save(sd, path + ".pt"))
     t_torch_load = median_time(lambda: torch.load(path + ".pt", weights_only=True))
     t_torch_mmap = median_time(lambda: torch.load(path + ".pt", weights_only=True, mmap=True))
+    t_torch_meta = median_time(lambda: torch.load(path + ".pt", weights_only=True, map_location="meta"))
     os.remove(path + ".pt")
+    reel_pt = os.path.splitext(path)[0] + ".pt"  # the .pt file reel wrote, read by torch.load
+    t_reel_pt = median_time(lambda: torch.load(reel_pt, weights_only=True)) if os.path.exists(reel_pt) else float("nan")
     print(f"safetensors {safetensors.__version__}, torch {torch.__version__}, {size / 2**30:.2f} GiB, page cache warm")
     print(f"safetensors.torch.load_file      {t_load * 1e3:8.1f} ms  {gb / t_load:6.2f} GB/s")
     print(f"safetensors.torch.save_file      {t_save * 1e3:8.1f} ms  {gb / t_save:6.2f} GB/s")
@@ -59,6 +62,8 @@ def main():
     print(f"torch.save (.pt, same tensors)   {t_torch_save * 1e3:8.1f} ms  {gb / t_torch_save:6.2f} GB/s")
     print(f"torch.load (.pt, weights_only)   {t_torch_load * 1e3:8.1f} ms  {gb / t_torch_load:6.2f} GB/s")
     print(f"torch.load (.pt, mmap=True)      {t_torch_mmap * 1e3:8.2f} ms")
+    print(f"torch.load (.pt, map_location=meta) {t_torch_meta * 1e3:5.2f} ms")
+    print(f"torch.load of reel's .pt file    {t_reel_pt * 1e3:8.1f} ms  {gb / t_reel_pt:6.2f} GB/s")
 
 
 if __name__ == "__main__":
