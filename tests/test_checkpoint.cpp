@@ -467,6 +467,42 @@ TEST_CASE("load: the weights-only unpickler refuses every forbidden global and o
   expect_refused(archive(tensor_pickle("0", INT64_MAX), {{"data/0", floats(3)}}), "more than its record");
   expect_refused(archive(tensor_pickle("0", 2, 0, {2}, {1}, "BoolStorage"), {{"data/0", std::string("\x01\x02", 2)}}),
                  "the bool storage 0 holds the byte 2");
+  {  // _rebuild_tensor_v3: a dtype over untyped bytes (the form for uint16/32/64, fp8, ...)
+    auto v3 = [](const char* dtype, int64_t nbytes, int64_t numel) {
+      detail::pickle::Emitter e;
+      e.proto();
+      e.global("torch._utils", "_rebuild_tensor_v3");
+      e.mark();
+      e.mark();
+      e.str("storage");
+      e.global("torch.storage", "UntypedStorage");
+      e.str("0");
+      e.str("cpu");
+      e.integer(nbytes);
+      e.op('t');
+      e.op('Q');
+      e.integer(0);
+      e.integer(numel);
+      e.tuple(1);
+      e.integer(1);
+      e.tuple(1);
+      e.boolean(false);
+      e.global("collections", "OrderedDict");
+      e.tuple(0);
+      e.op('R');
+      e.global("torch", dtype);
+      e.op('t');
+      e.op('R');
+      e.stop();
+      return e.out;
+    };
+    const Value u = load_bytes(archive(v3("uint16", 4, 2), {{"data/0", B("\x01\x00\xff\xff")}}));
+    CHECK(u.tensor().dtype() == ScalarType::UInt16);
+    CHECK(u.tensor().as<uint16_t>().contiguous().data_ptr()[1] == 65535);
+    expect_refused(archive(v3("bool", 2, 2), {{"data/0", B("\x01\x02")}}), "a bool tensor over a storage holding the byte 2");
+    expect_refused(archive(v3("uint16", 4, 3), {{"data/0", B("\x01\x00\xff\xff")}}), "reaches element 2 of a storage of 2");
+    expect_refused(archive(v3("float", 4, 1), {{"data/0", floats(1)}}), "GLOBAL torch.float is not an allowed global");
+  }
   // views out of bounds, negative or overflowing
   expect_refused(archive(tensor_pickle("0", 4, 0, {5}, {1}), {{"data/0", floats(4)}}), "reaches element 4 of a storage of 4");
   expect_refused(archive(tensor_pickle("0", 4, 3, {2}, {1}), {{"data/0", floats(4)}}), "reaches element 4");
@@ -530,6 +566,13 @@ TEST_CASE("load: malformed archives: truncated, duplicate, overlapping, zip slip
     w.add("a/byteorder", "little", 6);
     w.finish();
     expect_refused(os.str(), "no a/data.pkl");
+  }
+  {  // an archive whose directory lists nothing
+    std::string b = good;
+    const size_t end = find_last(b, std::string("PK\x05\x06", 4));
+    b[end + 8] = b[end + 9] = b[end + 10] = b[end + 11] = 0;
+    put32(b, end + 12, 0);
+    expect_refused(b, "the archive has no entries");
   }
   const size_t cd = good.find(std::string("PK\x01\x02", 4));
   {  // compressed
@@ -607,6 +650,13 @@ TEST_CASE("save: refused inputs raise before anything is written; modules and op
   CHECK_THROWS_AS(save(path, Value(AnyTensor())), value_error);
   CHECK_FALSE(std::filesystem::exists(path));
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  CHECK_THROWS_WITH_AS(save("/nonexistent_reel_dir/x.pt", Value(1)), doctest::Contains("save: cannot create"), error);
+  {  // a failed save leaves an existing file as it was
+    save(path, Value(7));
+    CHECK_THROWS_AS(save(path, l), value_error);
+    CHECK(load(path).to_int() == 7);
+    std::remove(path.c_str());
+  }
   CHECK_THROWS_AS(l.values(), type_error);  // (values() is for dicts)
 
   Generator g(3);

@@ -121,6 +121,10 @@ class Calls {
            " of a storage of ", capacity, " ", dtype_name(dtype), " elements");
     if (empty && static_cast<uint64_t>(offset) > capacity)
       fail(at_, "a tensor's storage offset ", offset, " is past its storage (", capacity, " elements)");
+    if (dtype == ScalarType::Bool && st->data && !empty)  // (a bool view of bytes: each must be 0 or 1)
+      for (uint64_t i = static_cast<uint64_t>(offset); i <= last; ++i)
+        if (static_cast<const unsigned char*>(st->data)[i] > 1)
+          fail(at_, "a bool tensor over a storage holding the byte ", int(static_cast<const unsigned char*>(st->data)[i]));
     auto impl = std::make_shared<TensorImpl>();
     impl->storage = st;
     impl->sizes = size;

@@ -12,8 +12,6 @@
 // Views of one storage share one record, with their offsets and strides: loaded, they are
 // views of one storage again (on the CPU, memory-mapped, or on Meta).
 #include "../core/config.hpp"
-#include <cstdio>
-#include <fstream>
 #include <istream>
 #include <iterator>
 #include <random>
@@ -22,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "atomic_file.hpp"
 #include "pickle.hpp"
 #include "zip.hpp"
 
@@ -314,6 +313,7 @@ inline Value load(const zip::Source& src, const LoadOptions& opt) {
     bad(src, "not a torch.save archive (no zip header)");
   }
   const zip::Directory dir = zip::read_directory(src);
+  if (dir.entries.empty()) bad(src, "the archive has no entries");
   const std::string& first = dir.entries.front().name;
   const auto slash = first.find('/');
   if (slash == std::string::npos) bad(src, "the entry '", first, "' is not inside the archive's folder");
@@ -417,28 +417,7 @@ inline void save(std::ostream& out, const Value& v, const std::string& folder = 
 }
 inline void save(const std::string& path, const Value& v) {
   detail::pt::Saver s(v);  // (every check before a byte is written)
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) raise<error>("save: cannot create ", tmp);
-    try {
-      s.write(f, detail::pt::folder_for(path));
-    } catch (...) {
-      f.close();
-      std::remove(tmp.c_str());
-      throw;
-    }
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      raise<error>("save: writing ", tmp, " failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    raise<error>("save: cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
-  }
+  detail::io::write_atomically(path, "save", [&](std::ostream& os) { s.write(os, detail::pt::folder_for(path)); });
 }
 
 }  // namespace reel

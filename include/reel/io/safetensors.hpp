@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "../interop/state_dict.hpp"
+#include "atomic_file.hpp"
 
 namespace reel::inline REEL_ABI {
 
@@ -367,40 +368,31 @@ inline void save_safetensors(const std::string& path, const StateDict& sd, const
   }
   std::string text = h.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) raise<error>("save_safetensors: cannot create ", tmp, ": ", std::strerror(errno));
-  bool ok = true;
-  auto put = [&](const void* p, size_t n) { ok = ok && (n == 0 || std::fwrite(p, 1, n, f) == n); };
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  put(len, 8);
-  put(text.data(), text.size());
-  std::vector<unsigned char> buf;
-  for (const Item* it : order) {
-    const AnyTensor& t = *it->t;
-    const auto* base = static_cast<const unsigned char*>(t.impl_ptr()->storage->data);
-    const int64_t es = element_size(t.dtype());
-    if (t.is_contiguous()) {
-      put(base + it->lo, it->nbytes);
-      continue;
+  detail::io::write_atomically(path, "save_safetensors", [&](std::ostream& f) {
+    auto put = [&](const void* p, size_t n) {
+      if (n && !f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n)))
+        raise<error>("save_safetensors: writing ", path, ".tmp failed");
+    };
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+    put(len, 8);
+    put(text.data(), text.size());
+    std::vector<unsigned char> buf;
+    for (const Item* it : order) {
+      const AnyTensor& t = *it->t;
+      const auto* base = static_cast<const unsigned char*>(t.impl_ptr()->storage->data);
+      const int64_t es = element_size(t.dtype());
+      if (t.is_contiguous()) {
+        put(base + it->lo, it->nbytes);
+        continue;
+      }
+      buf.resize(it->nbytes);
+      for (int64_t i = 0, n = t.numel(); i < n; ++i)
+        std::memcpy(buf.data() + i * es, base + (t.storage_offset() + detail::linear_to_offset(i, t.sizes(), t.strides())) * es,
+                    static_cast<size_t>(es));
+      put(buf.data(), buf.size());
     }
-    buf.resize(it->nbytes);
-    for (int64_t i = 0, n = t.numel(); i < n; ++i)
-      std::memcpy(buf.data() + i * es, base + (t.storage_offset() + detail::linear_to_offset(i, t.sizes(), t.strides())) * es,
-                  static_cast<size_t>(es));
-    put(buf.data(), buf.size());
-  }
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    raise<error>("save_safetensors: writing ", tmp, " failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    raise<error>("save_safetensors: cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
-  }
+  });
 }
 
 }  // namespace reel

@@ -12,6 +12,7 @@
 // Containers have reference semantics, as in Python: copying a Value copies a handle, and
 // appending to a list through one handle shows through every other.
 #include "../core/config.hpp"
+#include <cmath>
 #include <complex>
 #include <concepts>
 #include <cstdint>
@@ -130,7 +131,7 @@ class Value {
     switch (kind()) {
       case Kind::List:
       case Kind::Tuple: return n_->items.size();
-      case Kind::Dict: return n_->keys.size();
+      case Kind::Dict: return n_->dict->keys.size();
       case Kind::String:
       case Kind::Bytes: return n_->s.size();
       default: raise<type_error>("Value::size: a ", kind_name(), " has no size");
@@ -141,24 +142,24 @@ class Value {
     requires(!std::is_same_v<I, bool>)
   const Value& at(I index) const {
     const auto i = static_cast<int64_t>(index);
-    if (is_dict()) return n_->values[position(Value(i))];
+    if (is_dict()) return n_->dict->values[position(Value(i))];
     const auto& v = seq_items("at");
     const int64_t n = static_cast<int64_t>(v.size());
     REEL_CHECK(i >= -n && i < n, index_error, "Value::at: index ", i, " out of range for a ", kind_name(), " of ", n);
     return v[static_cast<size_t>(i < 0 ? i + n : i)];
   }
-  const Value& at(const std::string& key) const { return is_dict() ? n_->values[position(Value(key))] : not_dict(); }
+  const Value& at(const std::string& key) const { return is_dict() ? n_->dict->values[position(Value(key))] : not_dict(); }
   const Value& at(const char* key) const { return at(std::string(key)); }
-  const Value& at(const Value& key) const { return is_dict() ? n_->values[position(key)] : not_dict(); }
+  const Value& at(const Value& key) const { return is_dict() ? n_->dict->values[position(key)] : not_dict(); }
   bool contains(const Value& key) const {
     if (!is_dict()) not_dict();
-    return n_->index.count(hash_key(key)) != 0;
+    return n_->dict->index.count(hash_key(key)) != 0;
   }
   // list/tuple elements
   const std::vector<Value>& items() const { return seq_items("items"); }
   // dict keys and values, in order
-  const std::vector<Value>& keys() const { return is_dict() ? n_->keys : (not_dict(), n_->keys); }
-  const std::vector<Value>& values() const { return is_dict() ? n_->values : (not_dict(), n_->values); }
+  const std::vector<Value>& keys() const { return is_dict() ? n_->dict->keys : (not_dict(), n_->dict->keys); }
+  const std::vector<Value>& values() const { return is_dict() ? n_->dict->values : (not_dict(), n_->dict->values); }
 
   // Appends to a list.
   void append(Value v) {
@@ -169,13 +170,13 @@ class Value {
   // bool, int, float, str, bytes or tuples of them (Python: 1, 1.0 and True are one key).
   void set(const Value& key, Value v) {
     if (!is_dict()) not_dict();
-    auto [it, fresh] = n_->index.emplace(hash_key(key), n_->keys.size());
+    auto [it, fresh] = n_->dict->index.emplace(hash_key(key), n_->dict->keys.size());
     if (!fresh) {
-      n_->values[it->second] = std::move(v);
+      n_->dict->values[it->second] = std::move(v);
       return;
     }
-    n_->keys.push_back(key);
-    n_->values.push_back(std::move(v));
+    n_->dict->keys.push_back(key);
+    n_->dict->values.push_back(std::move(v));
   }
 
   // The tensors of a checkpoint as a StateDict: nested dicts (and lists/tuples) flattened with
@@ -208,10 +209,15 @@ class Value {
     std::complex<double> c;
     std::string s;  // str / bytes / object type
     AnyTensor t;
-    std::vector<Value> items;         // list / tuple; object: args, state
-    std::vector<Value> keys, values;  // dict
-    std::unordered_map<std::string, size_t> index;
-    explicit Node(Kind k) : kind(k) {}
+    std::vector<Value> items;  // list / tuple; object: args, state
+    struct Dict {
+      std::vector<Value> keys, values;
+      std::unordered_map<std::string, size_t> index;  // hash_key -> position
+    };
+    std::unique_ptr<Dict> dict;  // (only dicts pay for it)
+    explicit Node(Kind k) : kind(k) {
+      if (k == Kind::Dict) dict = std::make_unique<Dict>();
+    }
   };
   static std::shared_ptr<Node> make(Kind k) { return std::make_shared<Node>(k); }
   static Value seq(Kind k, std::vector<Value> items) {
@@ -242,7 +248,7 @@ class Value {
       case Kind::Int: return "i" + std::to_string(k.n_->i);
       case Kind::Double: {
         const double d = k.n_->d;
-        if (d == static_cast<double>(static_cast<int64_t>(d)) && d >= -9.2e18 && d <= 9.2e18)
+        if (d >= -9.2e18 && d <= 9.2e18 && d == std::trunc(d))  // (NaN fails every comparison)
           return "i" + std::to_string(static_cast<int64_t>(d));
         std::string s = "d";
         s.append(reinterpret_cast<const char*>(&d), sizeof d);
@@ -262,8 +268,8 @@ class Value {
     }
   }
   size_t position(const Value& key) const {
-    auto it = n_->index.find(hash_key(key));
-    if (it == n_->index.end()) {
+    auto it = n_->dict->index.find(hash_key(key));
+    if (it == n_->dict->index.end()) {
       std::string shown = key.is_string() ? "'" + key.n_->s + "'" : key.is_int() ? std::to_string(key.n_->i) : key.kind_name();
       raise<index_error>("Value::at: the dict has no key ", shown);
     }
@@ -280,9 +286,9 @@ class Value {
         v.flatten(sd, full, visited, depth + 1);
     };
     if (is_dict()) {
-      for (size_t i = 0; i < n_->keys.size(); ++i) {
-        const Value& k = n_->keys[i];
-        if (k.is_string() || k.is_int()) child(n_->values[i], k.is_string() ? k.n_->s : std::to_string(k.n_->i));
+      for (size_t i = 0; i < n_->dict->keys.size(); ++i) {
+        const Value& k = n_->dict->keys[i];
+        if (k.is_string() || k.is_int()) child(n_->dict->values[i], k.is_string() ? k.n_->s : std::to_string(k.n_->i));
       }
     } else {
       for (size_t i = 0; i < n_->items.size(); ++i) child(n_->items[i], std::to_string(i));
