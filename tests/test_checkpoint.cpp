@@ -108,6 +108,30 @@ T item_of(const AnyTensor& t) {
 }
 }  // namespace
 
+TEST_CASE("zip CRC-32: the folded (PCLMULQDQ) and table forms agree with the bitwise definition") {
+  auto bitwise = [](const unsigned char* p, size_t n) {
+    uint32_t c = ~0u;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+  };
+  std::mt19937 rng(11);
+  std::vector<unsigned char> buf(9000);
+  for (auto& b : buf) b = static_cast<unsigned char>(rng());
+  for (size_t off = 0; off < 4; ++off)
+    for (size_t n : {0, 1, 7, 15, 16, 63, 64, 65, 79, 80, 127, 128, 129, 200, 255, 256, 1000, 4096, 8191}) {
+      CAPTURE(off);
+      CAPTURE(n);
+      CHECK(detail::zip::crc32(0, buf.data() + off, n) == bitwise(buf.data() + off, n));
+      const size_t half = n / 3;  // continued
+      CHECK(detail::zip::crc32(detail::zip::crc32(0, buf.data() + off, half), buf.data() + off + half, n - half) ==
+            bitwise(buf.data() + off, n));
+    }
+  CHECK(detail::zip::crc32(0, "123456789", 9) == 0xCBF43926u);  // the standard check value
+}
+
 TEST_CASE("Value: kinds, accessors, Python's dict keys, reference semantics, state_dict flattening") {
   Value d = Value::dict();
   d.set(Value("a"), Value(1));
