@@ -271,7 +271,7 @@ TEST_CASE("optim: a parameter source of unknown order warns (FutureWarning)") {
   auto ps = reference_params<double>();
   optim::AdamW opt(Bag{ps}, optim::AdamWOptions(0.1));
   REQUIRE(seen.size() == 1);
-  CHECK(seen[0].category == "FutureWarning");
+  CHECK(seen[0].category == WarningCategory::FutureWarning);
   CHECK(seen[0].message.find("will become an error") != std::string::npos);
   CHECK(seen[0].message.find("Bag") != std::string::npos);
   optim::AdamW ok(ps);  // a vector: no warning

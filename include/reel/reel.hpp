@@ -28,4 +28,5 @@
 #include "foreach.hpp"
 #include "optim/optimizers.hpp"
 #include "nn/utils.hpp"
+#include "ops/library.hpp"
 #include "runtime/instantiate.hpp"

@@ -25,37 +25,61 @@ REEL_INLINE void set_warning_action(WarningAction a) {
   auto& s = detail::warning_state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.action = a;
+  std::fill(std::begin(s.has_category_action), std::end(s.has_category_action), false);
+  s.seen.clear();
+}
+REEL_INLINE void set_warning_action(WarningCategory c, WarningAction a) {
+  auto& s = detail::warning_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.has_category_action[static_cast<int>(c)] = true;
+  s.category_action[static_cast<int>(c)] = a;
   s.seen.clear();
 }
 
-REEL_INLINE WarningAction warning_action() {
+REEL_INLINE WarningAction warning_action(WarningCategory c) {
   auto& s = detail::warning_state();
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.action;
+  const int k = static_cast<int>(c);
+  return s.has_category_action[k] ? s.category_action[k] : s.action;
 }
 
-REEL_INLINE void warn(const std::string& message, const std::string& category) {
+REEL_INLINE std::function<void(const Warning&)> set_warning_sink(std::function<void(const Warning&)> f) {
+  auto& s = detail::warning_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::swap(s.sink, f);
+  return f;
+}
+
+REEL_INLINE void warn(std::string message, WarningCategory category, std::source_location where) {
+  if (const char* op = detail::current_op_name()) message = std::string(op) + ": " + message;
+  Warning w{category, std::move(message), where.file_name(), static_cast<int>(where.line())};
   auto& s = detail::warning_state();
   std::function<void(const Warning&)> sink;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    switch (s.action) {
+    const int k = static_cast<int>(category);
+    const std::string key = std::string(category_name(category)) + '\x1f' + w.message;
+    switch (s.has_category_action[k] ? s.category_action[k] : s.action) {
       case WarningAction::Ignore: return;
-      case WarningAction::Error: throw warning_error(category + ": " + message);
+      case WarningAction::Error: throw warning_error(std::string(category_name(category)) + ": " + w.message);
       case WarningAction::Default:
-        if (!s.seen.insert(category + "\x1f" + message).second) return;
+        if (!s.seen.insert(key + '\x1f' + w.file + ':' + std::to_string(w.line)).second) return;
         break;
       case WarningAction::Once:
-        if (!s.seen.insert(message).second) return;
+        if (!s.seen.insert(key).second) return;
         break;
+      case WarningAction::Always: break;
+    }
+    if (s.record) {
+      s.record->push_back(std::move(w));
+      return;
     }
     sink = s.sink;
   }
-  Warning w{category, message};
   if (sink)
     sink(w);
   else
-    std::fprintf(stderr, "%s: %s\n", w.category.c_str(), w.message.c_str());
+    std::fprintf(stderr, "%s:%d: %s: %s\n", w.file.c_str(), w.line, category_name(w.category), w.message.c_str());
 }
 
 }  // namespace

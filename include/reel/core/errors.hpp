@@ -2,16 +2,20 @@
 // Exceptions and warnings. Categories mirror the Python ones PyTorch users know, so a
 // `catch (const reel::value_error&)` reads like `except ValueError`.
 #include "config.hpp"
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <iterator>
 #include <functional>
 #include <mutex>
 #include <set>
+#include <source_location>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace reel::inline REEL_ABI {
 
@@ -99,11 +103,31 @@ template <class E = error, class... Args>
   } while (0)
 
 // ---------------------------------------------------------------- warnings
-enum class WarningAction { Default, Once, Ignore, Error };
+// Python's warnings module, for C++. A warning has a category; what happens to it is the
+// action set for its category (set_warning_action(category, action)), else the one set for
+// all (set_warning_action(action)):
+//   Default  shown once per call site (the warn() call's file and line) and message
+//   Once     shown once per message and category, wherever it comes from
+//   Always   shown every time
+//   Ignore   dropped
+//   Error    thrown as warning_error ("Category: message") from the warn() call
+// "Shown" means passed to the sink (set_warning_sink), or printed to stderr as Python does
+// ("file:line: Category: message"); warnings::catch_warnings records them instead. Changing
+// an action forgets which warnings were shown (as Python's filters do). Every function here is
+// thread-safe; the state is process-wide, as Python's is. (Python ignores DeprecationWarning
+// outside __main__ by default; a C++ program has no __main__, so reel shows it.)
+enum class WarningCategory { UserWarning, DeprecationWarning, FutureWarning, RuntimeWarning };
+enum class WarningAction { Default, Once, Always, Ignore, Error };
+inline const char* category_name(WarningCategory c) {
+  static constexpr const char* names[] = {"UserWarning", "DeprecationWarning", "FutureWarning", "RuntimeWarning"};
+  return names[static_cast<int>(c)];
+}
 
 struct Warning {
-  std::string category;  // "UserWarning", "FutureWarning", ...
+  WarningCategory category;
   std::string message;
+  std::string file;  // where warn() was called
+  int line = 0;
 };
 
 struct warning_error : error {
@@ -111,28 +135,81 @@ struct warning_error : error {
 };
 
 namespace detail {
+inline constexpr int kWarningCategories = 4;
 struct WarningState {
   std::mutex mu;
   WarningAction action = WarningAction::Default;
-  std::set<std::string> seen;  // for Default (per message+category) and Once (per message)
+  bool has_category_action[kWarningCategories] = {};
+  WarningAction category_action[kWarningCategories] = {};
+  std::set<std::string> seen;  // Default: category, message, site; Once: category, message
   std::function<void(const Warning&)> sink;
+  std::vector<Warning>* record = nullptr;  // catch_warnings(true)
 };
 REEL_INLINE WarningState& warning_state();
+// The op whose kernel is running on this thread (ops::call sets it): its warnings name it.
+inline const char*& current_op_name() {
+  thread_local const char* name = nullptr;
+  return name;
+}
 }  // namespace detail
 
-// Python semantics: `default` prints a given warning once per message, `once` once per
-// message text regardless of category, `ignore` drops, `error` raises warning_error.
+// The action for every category (replacing per-category ones, as warnings.simplefilter(action)
+// does), or for one.
 REEL_INLINE void set_warning_action(WarningAction a);
-REEL_INLINE WarningAction warning_action();
-// Where warnings go (stderr when unset). Returns the previous sink.
-inline std::function<void(const Warning&)> set_warning_sink(std::function<void(const Warning&)> f) {
-  auto& s = detail::warning_state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  std::swap(s.sink, f);
-  return f;
-}
+REEL_INLINE void set_warning_action(WarningCategory c, WarningAction a);
+// The action that applies to category c.
+REEL_INLINE WarningAction warning_action(WarningCategory c = WarningCategory::UserWarning);
+// Where shown warnings go (stderr when unset). Returns the previous sink.
+REEL_INLINE std::function<void(const Warning&)> set_warning_sink(std::function<void(const Warning&)> f);
 
-REEL_INLINE void warn(const std::string& message, const std::string& category = "UserWarning");
+REEL_INLINE void warn(std::string message, WarningCategory category = WarningCategory::UserWarning,
+                      std::source_location where = std::source_location::current());
+
+namespace warnings {
+// Python's warnings.catch_warnings: the actions, the sink and the record of shown warnings are
+// restored when it ends. With record = true, shown warnings are collected in log() instead of
+// going to the sink (set an action such as Always inside to see repeats).
+class catch_warnings {
+ public:
+  explicit catch_warnings(bool record = false) {
+    auto& s = detail::warning_state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    action_ = s.action;
+    std::copy(std::begin(s.has_category_action), std::end(s.has_category_action), has_);
+    std::copy(std::begin(s.category_action), std::end(s.category_action), cat_);
+    seen_ = s.seen;
+    sink_ = s.sink;
+    record_ = s.record;
+    if (record) s.record = &log_;
+  }
+  ~catch_warnings() {
+    auto& s = detail::warning_state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.action = action_;
+    std::copy(std::begin(has_), std::end(has_), s.has_category_action);
+    std::copy(std::begin(cat_), std::end(cat_), s.category_action);
+    s.seen = std::move(seen_);
+    s.sink = std::move(sink_);
+    s.record = record_;
+  }
+  catch_warnings(const catch_warnings&) = delete;
+  catch_warnings& operator=(const catch_warnings&) = delete;
+  // The warnings recorded so far (record = true).
+  std::vector<Warning> log() const {
+    std::lock_guard<std::mutex> lock(detail::warning_state().mu);
+    return log_;
+  }
+
+ private:
+  WarningAction action_;
+  bool has_[detail::kWarningCategories];
+  WarningAction cat_[detail::kWarningCategories];
+  std::set<std::string> seen_;
+  std::function<void(const Warning&)> sink_;
+  std::vector<Warning>* record_;
+  std::vector<Warning> log_;
+};
+}  // namespace warnings
 
 }  // namespace reel
 

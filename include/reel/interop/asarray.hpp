@@ -104,7 +104,7 @@ inline AnyTensor asarray(const BufferInfo& b) {
   int64_t extent = 1;  // elements spanned
   for (int64_t d = 0; d < nd && n > 0; ++d) extent += (b.shape[d] - 1) * st[d];
   if (b.readonly)
-    warn("asarray: the given buffer is not writable; writing to the tensor is undefined behaviour", "UserWarning");
+    warn("asarray: the given buffer is not writable; writing to the tensor is undefined behaviour");
 
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->sizes = b.shape;

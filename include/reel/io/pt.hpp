@@ -345,17 +345,17 @@ inline Value load(const zip::Source& src, const LoadOptions& opt) {
   if (pkl->crc != 0 && zip::crc32(0, pickled.data(), pickled.size()) != pkl->crc)
     bad(src, "data.pkl fails its CRC check (the file is corrupt)");
 
-  std::unordered_map<std::string, AnyTensor> loaded;  // key -> a 1-D tensor over the storage
+  // key -> the storage: the record's bytes (read once however many tensors view them)
+  struct Loaded {
+    std::shared_ptr<detail::Storage> storage;
+    bool bools_checked = false;
+  };
+  std::unordered_map<std::string, Loaded> loaded;
   pickle::Context ctx;
   ctx.what = src.what();
   ctx.safe_globals = opt.safe_globals;
   ctx.load_storage = [&](const std::string& key, const std::string&, ScalarType dtype, bool typed, int64_t numel) {
     const ScalarType as = typed ? dtype : ScalarType::UInt8;
-    if (auto it = loaded.find(key); it != loaded.end()) {
-      if (typed && it->second.dtype() != as && it->second.dtype() != ScalarType::UInt8)
-        bad(src, "the storage ", key, " is read as ", dtype_name(it->second.dtype()), " and as ", dtype_name(as));
-      return Value(it->second);
-    }
     const zip::Entry* rec = dir.find(folder + "data/" + key);
     if (!rec) bad(src, "a storage names the missing record data/", key);
     const uint64_t es = static_cast<uint64_t>(element_size(as));
@@ -363,32 +363,34 @@ inline Value load(const zip::Source& src, const LoadOptions& opt) {
     if (__builtin_mul_overflow(static_cast<uint64_t>(numel), es, &nbytes) || nbytes > rec->size)
       bad(src, "the storage ", key, " holds ", numel, " elements of ", es, " bytes, more than its record's ", rec->size,
           " bytes");
-    std::shared_ptr<detail::Storage> s;
-    if (opt.map_location == DeviceType::Meta) {
-      s = detail::make_storage(static_cast<size_t>(nbytes), DeviceType::Meta);
-    } else if (src.data() && (rec->data % es) == 0) {
-      s = std::make_shared<detail::Storage>();  // aliases the mapping (or the buffered stream)
-      s->data = src.data() + rec->data;
-      s->nbytes = static_cast<size_t>(nbytes);
-      s->owner = src.keeper();
-    } else {
-      s = detail::make_storage(static_cast<size_t>(nbytes), DeviceType::CPU);
-      src.read(rec->data, s->data, nbytes);
+    Loaded& l = loaded[key];
+    if (!l.storage) {
+      auto& s = l.storage;
+      if (opt.map_location == DeviceType::Meta) {
+        s = detail::make_storage(static_cast<size_t>(rec->size), DeviceType::Meta);
+      } else if (src.data() && rec->data % 16 == 0) {
+        s = std::make_shared<detail::Storage>();  // aliases the mapping (or the buffered stream)
+        s->data = src.data() + rec->data;
+        s->nbytes = static_cast<size_t>(rec->size);
+        s->owner = src.keeper();
+      } else {
+        s = detail::make_storage(static_cast<size_t>(rec->size), DeviceType::CPU);
+        src.read(rec->data, s->data, rec->size);
+      }
     }
-    if (as == ScalarType::Bool && s->device == DeviceType::CPU) {
-      const auto* b = static_cast<const unsigned char*>(s->data);
-      for (uint64_t i = 0; i < nbytes; ++i)
+    if (as == ScalarType::Bool && l.storage->data && !l.bools_checked) {
+      const auto* b = static_cast<const unsigned char*>(l.storage->data);
+      for (uint64_t i = 0; i < rec->size; ++i)
         if (b[i] > 1) bad(src, "the bool storage ", key, " holds the byte ", int(b[i]), " (element ", i, ")");
+      l.bools_checked = true;
     }
-    auto impl = std::make_shared<detail::TensorImpl>();
-    impl->storage = std::move(s);
-    impl->sizes = {static_cast<int64_t>(nbytes / es)};
+    auto impl = std::make_shared<detail::TensorImpl>();  // a 1-D tensor of `as` over the storage
+    impl->storage = l.storage;
+    impl->sizes = {numel};
     impl->strides = {1};
     impl->dtype = as;
     impl->device = opt.map_location;
-    AnyTensor t(std::move(impl));
-    loaded.emplace(key, t);
-    return Value(t);
+    return Value(AnyTensor(std::move(impl)));
   };
   return pickle::unpickle(reinterpret_cast<const unsigned char*>(pickled.data()), pickled.size(), ctx);
 }

@@ -8,13 +8,10 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <typeinfo>
-#ifdef __GNUG__
-#include <cxxabi.h>
-#endif
 #include <unordered_set>
 #include <variant>
 
+#include "../core/type_name.hpp"
 #include "../foreach.hpp"
 #include "../io/value.hpp"
 
@@ -260,16 +257,7 @@ template <class T, class D> struct param_elem<Tensor<T, D>*> { using type = Tens
 template <class T, class D> struct param_elem<const Tensor<T, D>*> { using type = Tensor<T, D>; };
 template <class R> using range_elem_t = typename param_elem<std::remove_cvref_t<std::ranges::range_value_t<R>>>::type;
 
-template <class R>
-std::string type_name() {
-  const char* mangled = typeid(R).name();
-#ifdef __GNUG__
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
-  if (status == 0 && d) return d.get();
-#endif
-  return mangled;
-}
+using reel::detail::type_name;
 
 // The parameters of a range, checked for a reproducible order.
 template <class T, class D, class R>
@@ -286,7 +274,7 @@ std::vector<Tensor<T, D>> ordered_params(const R& r, const char* fn) {
              ", whose iteration order reel cannot check. Optimizer state is keyed by parameter order, so this "
              "will become an error in a future release; pass a std::vector (or specialize "
              "reel::optim::is_ordered_param_source for your container).",
-         "FutureWarning");
+         WarningCategory::FutureWarning);
   std::vector<Tensor<T, D>> out;
   for (const auto& p : r) {
     if constexpr (std::is_pointer_v<std::remove_cvref_t<decltype(p)>>)

@@ -1,0 +1,230 @@
+#pragma once
+// Custom ops: a process-wide registry of named callables (PyTorch's torch.library).
+//
+//   auto lib = reel::library("myops");                      // a namespace, registered once
+//   lib.def("scale(Tensor x, float alpha) -> Tensor",       // or just "scale"
+//           [](const Tensor<float>& x, double a) { return Tensor<float>(x * a); },
+//           {OpTag::nondeterministic});
+//   Tensor<float> y = reel::ops::call<Tensor<float>>("myops::scale", x, 2.0);
+//   auto scale = reel::ops::handle<Tensor<float>(Tensor<float>, double)>("myops::scale");
+//   y = scale(x, 2.0);                                     // looked up and checked once
+//
+// An op's C++ signature is its callable's, with references and const dropped; more kernels
+// (other signatures: CUDA or Meta tensors, other dtypes) join it with lib.impl("name", fn).
+// ops::call picks the kernel whose signature the arguments' types match, and raises type_error
+// naming them all when none does (no conversions: pass 2.0, not 2, for a double). An op whose callable records autograd
+// (reel's ops, or an autograd::Function's apply) is differentiable.
+// While an op runs, warnings it raises carry its name ("myops::scale: ..."), so the Error
+// action turns them into a warning_error at the call site that names the op.
+// Registering a namespace or an op a second time (a plugin loaded twice, two shared objects
+// that both register it, a dlclose'd plugin loaded again) raises reel::error naming it and
+// where it was first registered; nothing is replaced.
+#include "../core/config.hpp"
+#include <algorithm>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <source_location>
+#include <string>
+#include <type_traits>
+#include <typeindex>
+#include <vector>
+
+#include "../core/errors.hpp"
+#include "../core/type_name.hpp"
+
+namespace reel::inline REEL_ABI {
+
+// side_effect: has an ordered effect outside its outputs (I/O, counters, buffers): it runs
+// exactly once per forward and activation checkpointing never replays it.
+enum class OpTag { side_effect, nondeterministic, inplace_view, pointwise };
+
+namespace detail::ops {
+struct Kernel {
+  std::type_index sig;
+  std::string signature, where;
+  std::shared_ptr<void> fn;  // a std::function of the signature
+};
+struct Entry {
+  std::string name, schema, where;
+  std::vector<OpTag> tags;
+  std::vector<Kernel> kernels;  // one per signature (e.g. per device: Tensor<T, CPU>, Tensor<T, CUDA>)
+  std::string signatures() const {
+    std::string s;
+    for (const Kernel& k : kernels) s += (s.empty() ? "" : " or ") + k.signature;
+    return s;
+  }
+};
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<const Entry>> ops;
+  std::map<std::string, std::string> namespaces;  // -> where registered
+  static Registry& get() {
+    static Registry r;  // (C++ guarantees one initialization, whichever thread comes first)
+    return r;
+  }
+};
+inline std::string where_of(const std::source_location& w) { return std::string(w.file_name()) + ":" + std::to_string(w.line()); }
+
+template <class F> struct fn_sig : fn_sig<decltype(std::function{std::declval<F>()})> {};
+template <class R, class... A> struct fn_sig<std::function<R(A...)>> {
+  using type = std::remove_cvref_t<R>(std::remove_cvref_t<A>...);
+};
+// "(Tensor<float>, double) -> Tensor<float>"
+template <class Sig> struct sig_name;
+template <class R, class... A> struct sig_name<R(A...)> {
+  static std::string get() {
+    std::string s = "(";
+    ((s += (s.size() > 1 ? ", " : "") + type_name<A>()), ...);
+    return s + ") -> " + type_name<R>();
+  }
+};
+// Names the running op for the warnings it raises.
+struct OpScope {
+  const char* prev;
+  explicit OpScope(const char* name) : prev(current_op_name()) { current_op_name() = name; }
+  ~OpScope() { current_op_name() = prev; }
+};
+}  // namespace detail::ops
+
+class Library {
+ public:
+  // `schema`: "name" or "name(Tensor x, float alpha) -> Tensor" (kept for messages; its
+  // parameter count must be the callable's).
+  template <class F>
+  Library& def(const std::string& schema, F&& fn, std::initializer_list<OpTag> tags = {},
+               std::source_location where = std::source_location::current()) {
+    using Sig = typename detail::ops::fn_sig<std::decay_t<F>>::type;
+    const auto paren = schema.find('(');
+    const std::string base = schema.substr(0, paren);
+    REEL_CHECK(!base.empty() && base.find_first_of(" :)") == std::string::npos, value_error, "library(\"", ns_,
+               "\").def: '", schema, "' does not start with an op name");
+    if (paren != std::string::npos) check_arity(schema, paren, arity<Sig>());
+    auto e = std::make_shared<detail::ops::Entry>(detail::ops::Entry{ns_ + "::" + base, schema,
+                                                                     detail::ops::where_of(where), tags, {}});
+    e->kernels.push_back(kernel<Sig>(std::forward<F>(fn), e->where));
+    auto& r = detail::ops::Registry::get();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto [it, fresh] = r.ops.try_emplace(e->name, e);
+    REEL_CHECK(fresh, error, "library: the op ", e->name, " is registered already (at ", it->second->where,
+               "); registering it again at ", e->where,
+               " is refused (was a library that registers it loaded twice, or reloaded?)");
+    return *this;
+  }
+  // Another kernel for the op `name` def'd before (in this library): the same op for another
+  // signature, e.g. for CUDA or Meta tensors (PyTorch's impl per dispatch key). ops::call picks
+  // the kernel whose signature the arguments match.
+  template <class F>
+  Library& impl(const std::string& name, F&& fn, std::source_location where = std::source_location::current()) {
+    using Sig = typename detail::ops::fn_sig<std::decay_t<F>>::type;
+    const std::string full = ns_ + "::" + name;
+    detail::ops::Kernel k = kernel<Sig>(std::forward<F>(fn), detail::ops::where_of(where));
+    auto& r = detail::ops::Registry::get();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.ops.find(full);
+    REEL_CHECK(it != r.ops.end(), index_error, "library(\"", ns_, "\").impl: def the op ", full, " first");
+    for (const auto& old : it->second->kernels)
+      REEL_CHECK(old.sig != k.sig, error, "library: the op ", full, " has a kernel for ", old.signature,
+                 " already (at ", old.where, "); registering another at ", k.where, " is refused");
+    auto e = std::make_shared<detail::ops::Entry>(*it->second);  // (handles keep the old entry)
+    e->kernels.push_back(std::move(k));
+    it->second = std::move(e);
+    return *this;
+  }
+  const std::string& name() const { return ns_; }
+
+ private:
+  friend Library library(const std::string&, std::source_location);
+  explicit Library(std::string ns) : ns_(std::move(ns)) {}
+  template <class Sig> struct arity_of;
+  template <class R, class... A> struct arity_of<R(A...)> : std::integral_constant<size_t, sizeof...(A)> {};
+  template <class Sig> static constexpr size_t arity() { return arity_of<Sig>::value; }
+  template <class Sig, class F>
+  static detail::ops::Kernel kernel(F&& fn, std::string where) {
+    return {typeid(Sig), detail::ops::sig_name<Sig>::get(), std::move(where),
+            std::make_shared<std::function<Sig>>(std::forward<F>(fn))};
+  }
+  void check_arity(const std::string& schema, size_t paren, size_t n) const {
+    const auto close = schema.find(')', paren);
+    REEL_CHECK(close != std::string::npos, value_error, "library(\"", ns_, "\").def: '", schema, "' has no ')'");
+    const std::string params = schema.substr(paren + 1, close - paren - 1);
+    size_t count = params.find_first_not_of(' ') == std::string::npos ? 0 : 1 + std::count(params.begin(), params.end(), ',');
+    REEL_CHECK(count == n, value_error, "library(\"", ns_, "\").def: '", schema, "' names ", count,
+               " parameters, but the callable takes ", n);
+  }
+  std::string ns_;
+};
+
+// The namespace `ns`, registered on this call: a second library(ns) (anywhere in the process)
+// raises reel::error naming where the first was; register all of a namespace's ops through one.
+inline Library library(const std::string& ns, std::source_location where = std::source_location::current()) {
+  REEL_CHECK(!ns.empty() && ns.find_first_of(" :()") == std::string::npos, value_error, "library: '", ns,
+             "' is not a namespace name");
+  auto& r = detail::ops::Registry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto [it, fresh] = r.namespaces.try_emplace(ns, detail::ops::where_of(where));
+  REEL_CHECK(fresh, error, "library: the namespace ", ns, " is registered already (at ", it->second,
+             "); registering it again at ", detail::ops::where_of(where),
+             " is refused (put all of its ops in one library(\"", ns, "\"), or was it loaded twice?)");
+  return Library(ns);
+}
+
+namespace ops {
+template <class Sig> class Handle;
+// A checked, typed reference to a registered op: calling it costs a std::function call.
+template <class R, class... A>
+class Handle<R(A...)> {
+ public:
+  R operator()(A... args) const {
+    detail::ops::OpScope scope(e_->name.c_str());
+    return (*f_)(std::move(args)...);
+  }
+  const std::string& name() const { return e_->name; }
+  const std::string& schema() const { return e_->schema; }
+  bool has_tag(OpTag t) const { return std::find(e_->tags.begin(), e_->tags.end(), t) != e_->tags.end(); }
+
+ private:
+  template <class S> friend Handle<S> handle(const std::string&);
+  std::shared_ptr<const detail::ops::Entry> e_;
+  const std::function<R(A...)>* f_ = nullptr;
+};
+
+// The op "ns::name" as a Handle of signature Sig: index_error when there is none, type_error
+// when its signature is another (both named).
+template <class Sig>
+Handle<Sig> handle(const std::string& name) {
+  auto& r = detail::ops::Registry::get();
+  std::shared_ptr<const detail::ops::Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.ops.find(name);
+    REEL_CHECK(it != r.ops.end(), index_error, "ops: no op named ", name, " is registered");
+    e = it->second;
+  }
+  for (const auto& k : e->kernels)
+    if (k.sig == std::type_index(typeid(Sig))) {
+      Handle<Sig> h;
+      h.f_ = static_cast<const std::function<Sig>*>(k.fn.get());
+      h.e_ = std::move(e);
+      return h;
+    }
+  raise<type_error>("ops: ", name, " takes ", e->signatures(), ", but was called as ", detail::ops::sig_name<Sig>::get());
+}
+
+// Calls the op "ns::name" (R: what it returns; the arguments' types must be its parameters').
+template <class R, class... A>
+R call(const std::string& name, A&&... args) {
+  return handle<R(std::remove_cvref_t<A>...)>(name)(std::forward<A>(args)...);
+}
+
+// Whether "ns::name" is registered, and its tags.
+inline bool has_op(const std::string& name) {
+  auto& r = detail::ops::Registry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.ops.count(name) != 0;
+}
+}  // namespace ops
+
+}  // namespace reel
