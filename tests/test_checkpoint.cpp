@@ -669,15 +669,19 @@ TEST_CASE("load: malformed archives: truncated, duplicate, overlapping, zip slip
 TEST_CASE("save: refused inputs raise before anything is written; modules and optimizers round-trip") {
   const std::string path = pt_path("refused.pt");
   Value l = Value::list();
-  l.append(l);  // contains itself
-  CHECK_THROWS_WITH_AS(save(path, l), doctest::Contains("nested more than 200 deep"), value_error);
+  CHECK_THROWS_WITH_AS(l.append(l), doctest::Contains("cannot be put inside itself"), value_error);
+  Value d = Value::dict();
+  CHECK_THROWS_AS(d.set(Value("me"), d), value_error);
+  Value deep = Value::list();
+  for (int i = 0; i < 250; ++i) deep = Value::list({deep});
+  CHECK_THROWS_WITH_AS(save(path, deep), doctest::Contains("nested more than 200 deep"), value_error);
   CHECK_THROWS_AS(save(path, Value(AnyTensor())), value_error);
   CHECK_FALSE(std::filesystem::exists(path));
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
   CHECK_THROWS_WITH_AS(save("/nonexistent_reel_dir/x.pt", Value(1)), doctest::Contains("save: cannot create"), error);
   {  // a failed save leaves an existing file as it was
     save(path, Value(7));
-    CHECK_THROWS_AS(save(path, l), value_error);
+    CHECK_THROWS_AS(save(path, deep), value_error);
     CHECK(load(path).to_int() == 7);
     std::remove(path.c_str());
   }

@@ -162,14 +162,18 @@ class Value {
   const std::vector<Value>& values() const { return is_dict() ? n_->dict->values : (not_dict(), n_->dict->values); }
 
   // Appends to a list.
+  // (Containers may not contain themselves: handles are reference-counted, so a cycle would
+  // never be freed. A direct one is refused; build values as trees, sharing is fine.)
   void append(Value v) {
     REEL_CHECK(is_list(), type_error, "Value::append: a ", kind_name(), " is not a list");
+    REEL_CHECK(!v.is(*this), value_error, "Value::append: a list cannot be put inside itself");
     n_->items.push_back(std::move(v));
   }
   // Sets a dict entry (a new key goes last; an existing key keeps its place). Keys: None,
   // bool, int, float, str, bytes or tuples of them (Python: 1, 1.0 and True are one key).
   void set(const Value& key, Value v) {
     if (!is_dict()) not_dict();
+    REEL_CHECK(!v.is(*this), value_error, "Value::set: a dict cannot be put inside itself");
     auto [it, fresh] = n_->dict->index.emplace(hash_key(key), n_->dict->keys.size());
     if (!fresh) {
       n_->dict->values[it->second] = std::move(v);
