@@ -686,6 +686,8 @@ TEST_CASE("save: refused inputs raise before anything is written; modules and op
     std::remove(path.c_str());
   }
   CHECK_THROWS_AS(l.values(), type_error);  // (values() is for dicts)
+  CHECK_THROWS_WITH_AS(load(fixture("torch_tensor.pt"), {.map_location = DeviceType::CUDA}),
+                       doctest::Contains("needs a program built with <reel/cuda.hpp>"), not_implemented_error);
 
   Generator g(3);
   nn::Linear<float> m(4, 3, g), fresh(4, 3, g);

@@ -25,4 +25,13 @@ namespace reel::inline REEL_ABI::detail {
 template <>
 struct Backend<CUDA> : CudaCoreKernels, CudaGemmKernels, CudaForeachKernels, CudaOptimKernels, CudaLceKernels,
                       CudaScaledMmKernels {};
+// (core/storage.hpp's hook for type-erased host -> device copies)
+inline const bool storage_to_cuda_registered = [] {
+  storage_to_cuda = [](const void* host, size_t n) {
+    auto s = Backend<CUDA>::make_storage(n);
+    if (n) cuda::copy_bytes(s->data, host, n, cudaMemcpyHostToDevice);
+    return s;
+  };
+  return true;
+}();
 }  // namespace reel::detail

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <reel/cuda.hpp>
+#include <reel/io/pt.hpp>
+#include <sstream>
 
 namespace rt {
 using namespace reel;

@@ -411,3 +411,22 @@ TEST_CASE("cuda: ops that only have a host loop say so instead of reading device
   auto d = dev(host_randn({4, 5}));
   CHECK_THROWS_WITH_AS(histc(d, 10), doctest::Contains("histc: not implemented for CUDA"), not_implemented_error);
 }
+
+TEST_CASE("cuda: a .pt checkpoint loads onto the device with map_location CUDA, views still views") {
+  REQUIRE_GPU();
+  auto base = host_randn({6, 8});
+  Value root = Value::dict();
+  root.set(Value("base"), Value(base));
+  root.set(Value("view"), Value(AnyTensor(Tensor<float>(base.slice(0, 2, 5).transpose(0, 1)))));
+  std::ostringstream os;
+  save(os, root);
+  std::istringstream is(os.str());
+  const Value v = load(is, {.map_location = DeviceType::CUDA});
+  const AnyTensor b = v.at("base").tensor(), w = v.at("view").tensor();
+  CHECK(b.device() == DeviceType::CUDA);
+  CHECK(w.device() == DeviceType::CUDA);
+  CHECK(w.is_same_storage(b));
+  CHECK(w.storage_offset() == 16);
+  CHECK(rel_err(host(b.as<float, CUDA>()), base, 0, 0) <= 1.0);
+  CHECK(rel_err(host(w.as<float, CUDA>()), Tensor<float>(base.slice(0, 2, 5).transpose(0, 1)).contiguous(), 0, 0) <= 1.0);
+}

@@ -233,6 +233,10 @@ struct Storage {
 
 REEL_INLINE std::shared_ptr<Storage> make_storage(size_t nbytes, DeviceType dev);
 
+// A new CUDA storage holding a copy of n host bytes: set by <reel/cuda.hpp> (a program built
+// without it has none), for code that moves type-erased storages (checkpoint loading).
+inline std::shared_ptr<Storage> (*storage_to_cuda)(const void* host, size_t n) = nullptr;
+
 
 }  // namespace detail
 

@@ -29,9 +29,9 @@ namespace reel::inline REEL_ABI {
 static_assert(std::endian::native == std::endian::little, "reel's checkpoint I/O assumes a little-endian host");
 
 struct LoadOptions {
-  // Where the tensors go, whatever device they were saved from: CPU, or Meta (sizes, strides,
-  // offsets, dtypes and storage sharing, and not a byte of tensor data read or allocated).
-  // (CUDA: load onto the CPU, then copy, e.g. with Module::load_state_dict of a CUDA module.)
+  // Where the tensors go, whatever device they were saved from: CPU; Meta (sizes, strides,
+  // offsets, dtypes and storage sharing, and not a byte of tensor data read or allocated); or
+  // CUDA (read on the host, then each storage copied once; needs <reel/cuda.hpp>).
   DeviceType map_location = DeviceType::CPU;
   // Map the file (private, copy-on-write) and let the tensors alias it: no copies; memory
   // grows only with what is touched. Writing to a tensor never changes the file.
@@ -291,14 +291,35 @@ inline std::string folder_for(const std::string& path) {
 }
 
 // ---- load
+// Moves every tensor in v onto CUDA, each storage copied once (views stay views).
+inline void to_cuda(const Value& v, std::unordered_map<const detail::Storage*, std::shared_ptr<detail::Storage>>& copies,
+                    int depth) {
+  if (depth > 256) return;  // (the loader bounds nesting at 200)
+  if (v.is_tensor()) {
+    const auto& impl = v.tensor().impl_ptr();
+    if (impl->device != DeviceType::CPU) return;
+    auto& c = copies[impl->storage.get()];
+    if (!c) c = detail::storage_to_cuda(impl->storage->data, impl->storage->nbytes);
+    impl->storage = c;
+    impl->device = DeviceType::CUDA;
+  } else if (v.is_list() || v.is_tuple()) {
+    for (const Value& x : v.items()) to_cuda(x, copies, depth + 1);
+  } else if (v.is_dict()) {
+    for (const Value& x : v.values()) to_cuda(x, copies, depth + 1);
+  } else if (v.is_object()) {
+    to_cuda(v.args(), copies, depth + 1);
+    to_cuda(v.state(), copies, depth + 1);
+  }
+}
+
 template <class... A>
 [[noreturn]] void bad(const zip::Source& src, const A&... a) {
   raise<unpickling_error>("load: ", src.what(), ": ", a...);
 }
 
 inline Value load(const zip::Source& src, const LoadOptions& opt) {
-  REEL_CHECK(opt.map_location != DeviceType::CUDA, not_implemented_error,
-             "load: map_location CUDA: load onto the CPU, then copy (Module::load_state_dict of a CUDA module does)");
+  REEL_CHECK(opt.map_location != DeviceType::CUDA || detail::storage_to_cuda, not_implemented_error,
+             "load: map_location CUDA needs a program built with <reel/cuda.hpp> (compiled by nvcc)");
   unsigned char magic[8] = {};
   src.read(0, magic, std::min<uint64_t>(8, src.size()));
   if (!(magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4)) {
@@ -389,10 +410,15 @@ inline Value load(const zip::Source& src, const LoadOptions& opt) {
     impl->sizes = {numel};
     impl->strides = {1};
     impl->dtype = as;
-    impl->device = opt.map_location;
+    impl->device = impl->storage->device;
     return Value(AnyTensor(std::move(impl)));
   };
-  return pickle::unpickle(reinterpret_cast<const unsigned char*>(pickled.data()), pickled.size(), ctx);
+  Value v = pickle::unpickle(reinterpret_cast<const unsigned char*>(pickled.data()), pickled.size(), ctx);
+  if (opt.map_location != DeviceType::CUDA) return v;
+  // CUDA: everything was loaded (and checked) on the CPU; each storage is copied once
+  std::unordered_map<const detail::Storage*, std::shared_ptr<detail::Storage>> copies;
+  to_cuda(v, copies, 0);
+  return v;
 }
 
 }  // namespace detail::pt
