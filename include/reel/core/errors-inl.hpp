@@ -50,7 +50,7 @@ REEL_INLINE std::function<void(const Warning&)> set_warning_sink(std::function<v
   return f;
 }
 
-REEL_INLINE void warn(std::string message, WarningCategory category, std::source_location where) {
+REEL_INLINE void warn(std::string message, WarningCategory category, SourceLocation where) {
   if (const char* op = detail::current_op_name()) message = std::string(op) + ": " + message;
   Warning w{category, std::move(message), where.file_name(), static_cast<int>(where.line())};
   auto& s = detail::warning_state();

@@ -11,7 +11,6 @@
 #include <functional>
 #include <mutex>
 #include <set>
-#include <source_location>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -116,6 +115,18 @@ template <class E = error, class... Args>
 // an action forgets which warnings were shown (as Python's filters do). Every function here is
 // thread-safe; the state is process-wide, as Python's is. (Python ignores DeprecationWarning
 // outside __main__ by default; a C++ program has no __main__, so reel shows it.)
+// Where a call was made (what SourceLocation gives; this one also works with compilers
+// whose standard library lacks it, e.g. clang 14 with libstdc++ 12).
+struct SourceLocation {
+  const char* file = "";
+  unsigned line_number = 0;
+  static constexpr SourceLocation current(const char* f = __builtin_FILE(), unsigned l = __builtin_LINE()) noexcept {
+    return {f, l};
+  }
+  constexpr const char* file_name() const noexcept { return file; }
+  constexpr unsigned line() const noexcept { return line_number; }
+};
+
 enum class WarningCategory { UserWarning, DeprecationWarning, FutureWarning, RuntimeWarning };
 enum class WarningAction { Default, Once, Always, Ignore, Error };
 inline const char* category_name(WarningCategory c) {
@@ -163,7 +174,7 @@ REEL_INLINE WarningAction warning_action(WarningCategory c = WarningCategory::Us
 REEL_INLINE std::function<void(const Warning&)> set_warning_sink(std::function<void(const Warning&)> f);
 
 REEL_INLINE void warn(std::string message, WarningCategory category = WarningCategory::UserWarning,
-                      std::source_location where = std::source_location::current());
+                      SourceLocation where = SourceLocation::current());
 
 namespace warnings {
 // Python's warnings.catch_warnings: the actions, the sink and the record of shown warnings are

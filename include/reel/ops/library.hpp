@@ -26,7 +26,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <source_location>
 #include <string>
 #include <type_traits>
 #include <typeindex>
@@ -66,7 +65,7 @@ struct Registry {
     return r;
   }
 };
-inline std::string where_of(const std::source_location& w) { return std::string(w.file_name()) + ":" + std::to_string(w.line()); }
+inline std::string where_of(const SourceLocation& w) { return std::string(w.file_name()) + ":" + std::to_string(w.line()); }
 
 template <class F> struct fn_sig : fn_sig<decltype(std::function{std::declval<F>()})> {};
 template <class R, class... A> struct fn_sig<std::function<R(A...)>> {
@@ -95,7 +94,7 @@ class Library {
   // parameter count must be the callable's).
   template <class F>
   Library& def(const std::string& schema, F&& fn, std::initializer_list<OpTag> tags = {},
-               std::source_location where = std::source_location::current()) {
+               SourceLocation where = SourceLocation::current()) {
     using Sig = typename detail::ops::fn_sig<std::decay_t<F>>::type;
     const auto paren = schema.find('(');
     const std::string base = schema.substr(0, paren);
@@ -117,7 +116,7 @@ class Library {
   // signature, e.g. for CUDA or Meta tensors (PyTorch's impl per dispatch key). ops::call picks
   // the kernel whose signature the arguments match.
   template <class F>
-  Library& impl(const std::string& name, F&& fn, std::source_location where = std::source_location::current()) {
+  Library& impl(const std::string& name, F&& fn, SourceLocation where = SourceLocation::current()) {
     using Sig = typename detail::ops::fn_sig<std::decay_t<F>>::type;
     const std::string full = ns_ + "::" + name;
     detail::ops::Kernel k = kernel<Sig>(std::forward<F>(fn), detail::ops::where_of(where));
@@ -136,7 +135,7 @@ class Library {
   const std::string& name() const { return ns_; }
 
  private:
-  friend Library library(const std::string&, std::source_location);
+  friend Library library(const std::string&, SourceLocation);
   explicit Library(std::string ns) : ns_(std::move(ns)) {}
   template <class Sig> struct arity_of;
   template <class R, class... A> struct arity_of<R(A...)> : std::integral_constant<size_t, sizeof...(A)> {};
@@ -159,7 +158,7 @@ class Library {
 
 // The namespace `ns`, registered on this call: a second library(ns) (anywhere in the process)
 // raises reel::error naming where the first was; register all of a namespace's ops through one.
-inline Library library(const std::string& ns, std::source_location where = std::source_location::current()) {
+inline Library library(const std::string& ns, SourceLocation where = SourceLocation::current()) {
   REEL_CHECK(!ns.empty() && ns.find_first_of(" :()") == std::string::npos, value_error, "library: '", ns,
              "' is not a namespace name");
   auto& r = detail::ops::Registry::get();
