@@ -6,6 +6,8 @@
 #include <reel/reel.hpp>
 #include <thread>
 
+#include "check_close.hpp"
+
 using namespace reel;
 
 TEST_CASE("custom ops: def, call, handle, tags, schema checks and typed errors") {
@@ -126,4 +128,46 @@ TEST_CASE("custom ops: an op built from reel's ops is differentiable (first and 
   }
   auto h = autograd::grad({Tensor<double>(g.sum())}, {x})[0];  // d/dx sum(3x^2) = 6x
   for (int64_t i = 0; i < 3; ++i) CHECK(h.data_ptr()[i] == doctest::Approx(6 * x.detach().data_ptr()[i]));
+}
+
+TEST_CASE("custom ops: register_autograd records the op around its kernel (both modes, second order)") {
+  using TD = Tensor<double>;
+  static int kernel_saw_history = 0;
+  auto lib = library("lib_rad");
+  lib.def("mysin(Tensor x, float k) -> Tensor", [](const TD& x, double k) {
+    kernel_saw_history += x.requires_grad();
+    return TD(sin(x * k));
+  });
+  // backward in terms of the arguments: differentiable again
+  lib.register_autograd(
+      "mysin", [](const TD& g, const TD&, const TD& x, double k) { return std::vector<TD>{TD(g * cos(x * k) * k)}; },
+      [](const std::vector<TD>& t, const TD&, const TD& x, double k) { return TD(t[0] * cos(x * k) * k); });
+  Generator gen(3);
+  TD x = randn<double>({5}, gen).requires_grad_();
+  TD y = ops::call<TD>("lib_rad::mysin", x, 1.5);
+  CHECK(kernel_saw_history == 0);
+  auto g = autograd::grad({TD(y.sum())}, {x}, {}, {.create_graph = true})[0];
+  auto h = autograd::grad({TD(g.sum())}, {x})[0];
+  TD xd = x.detach();
+  check_close(g.detach(), TD(cos(xd * 1.5) * 1.5).to_vector(), 1e-14);
+  check_close(h, TD(-sin(xd * 1.5) * 2.25).to_vector(), 1e-14);
+  TD v = randn<double>({5}, gen);
+  auto jv = autograd::functional::jvp([](const std::vector<TD>& in) { return ops::call<TD>("lib_rad::mysin", in[0], 1.5); },
+                                      std::vector<TD>{xd}, std::vector<TD>{v});
+  check_close(jv.second, TD(v * cos(xd * 1.5) * 1.5).to_vector(), 1e-14);
+  // without a forward rule forward mode raises; errors name the op
+  lib.def("twice(Tensor x) -> Tensor", [](const TD& x) { return TD(x * 2.0); });
+  lib.register_autograd("twice", [](const TD& g, const TD&, const TD&) { return std::vector<TD>{TD(g * 2.0)}; });
+  CHECK_THROWS_WITH_AS(autograd::functional::jvp([](const std::vector<TD>& in) { return ops::call<TD>("lib_rad::twice", in[0]); },
+                                                 std::vector<TD>{xd}, std::vector<TD>{v}),
+                       doctest::Contains("lib_rad::twice: no forward rule"), not_implemented_error);
+  CHECK_THROWS_WITH_AS(lib.register_autograd("twice", [](const TD& g, const TD&, const TD&) { return std::vector<TD>{g}; }),
+                       doctest::Contains("has its autograd already"), error);
+  CHECK_THROWS_WITH_AS(
+      lib.register_autograd("twice", [](const TD& g, const TD&, const TD&, double) { return std::vector<TD>{g}; }),
+      doctest::Contains("but its kernels are (reel::"), type_error);
+  lib.def("bad(Tensor x) -> Tensor", [](const TD& x) { return TD(x * 2.0); });
+  lib.register_autograd("bad", [](const TD& g, const TD&, const TD&) { return std::vector<TD>{g, g}; });
+  CHECK_THROWS_WITH_AS(TD(ops::call<TD>("lib_rad::bad", x).sum()).backward(),
+                       doctest::Contains("returned 2 gradients for 1 tensor arguments"), error);
 }

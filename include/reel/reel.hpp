@@ -24,6 +24,7 @@
 #include "autograd/compile.hpp"
 #include "autograd/gradcheck.hpp"
 #include "autograd/function.hpp"
+#include "autograd/checkpoint.hpp"
 #include "nn/float8_linear.hpp"
 #include "foreach.hpp"
 #include "optim/optimizers.hpp"

@@ -47,11 +47,38 @@ REEL_INLINE void check_not_released(const Node& n) {
 REEL_INLINE GradList run_backward(BackwardTask& task) {
   static std::atomic<uint64_t> epochs{0};
   const uint64_t epoch = ++epochs;
+  // A pass run by a node of another pass on this thread keeps the marks it overwrites.
+  thread_local int depth = 0;
+  struct Mark {
+    Node* n;
+    uint64_t mark;
+    int index;
+  };
+  struct Nesting {
+    int& d;
+    std::vector<Mark> marks;
+    explicit Nesting(int& x) : d(x) { ++d; }
+    ~Nesting() {
+      --d;
+      for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
+        it->n->visit_mark = it->mark;
+        it->n->visit_index = it->index;
+      }
+    }
+  } nesting(depth);
+  const bool nested = depth > 1;
+  std::vector<Node*> ends;  // prune_at_captures: the captured nodes, sorted
+  if (task.prune_at_captures) {
+    for (auto& c : task.capture) ends.push_back(c.fn.get());
+    std::sort(ends.begin(), ends.end());
+  }
+  auto is_end = [&](Node* n) { return !ends.empty() && std::binary_search(ends.begin(), ends.end(), n); };
   // 1. The reachable nodes, in decreasing sequence number (a topological order).
   std::vector<Node*> nodes;
   std::vector<Node*> stack;
   auto visit = [&](Node* n) {
     if (n && n->visit_mark != epoch) {
+      if (nested) nesting.marks.push_back({n, n->visit_mark, n->visit_index});
       n->visit_mark = epoch;
       stack.push_back(n);
     }
@@ -61,7 +88,8 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
     Node* n = stack.back();
     stack.pop_back();
     nodes.push_back(n);
-    for (auto& e : n->next) visit(e.fn.get());
+    if (!is_end(n))
+      for (auto& e : n->next) visit(e.fn.get());
   }
   std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
   for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->visit_index = static_cast<int>(i);
@@ -127,6 +155,7 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
     while (cap != captures.end() && cap->first < static_cast<int>(i)) ++cap;
     for (auto c = cap; c != captures.end() && c->first == static_cast<int>(i); ++c)
       captured[c->second] = grads[task.capture[c->second].input_nr];
+    if (is_end(n)) continue;
     if (n->is_accumulator()) {
       if (task.accumulate_into_leaves) n->apply(grads);
       continue;

@@ -113,6 +113,9 @@ struct Node {
   // Drops saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
   virtual bool is_accumulator() const { return false; }
+  // The tensors backward will read, with the versions it expects (checkpoint checks those
+  // that live on outside its region).
+  virtual void saved_versions(std::vector<std::pair<const TensorImpl*, uint64_t>>&) const {}
 };
 
 // Vector mode with structure: the tangents of a level whose directions are the unit vectors
@@ -316,6 +319,9 @@ struct BackwardTask {
   bool create_graph = false;
   bool accumulate_into_leaves = true;
   std::vector<Edge> capture;  // autograd::grad: gradients arriving at these slots are returned
+  // The captured nodes are where the graph ends: they are neither run nor looked past (a
+  // checkpointed region's backward, run inside the backward pass that reached it).
+  bool prune_at_captures = false;
 };
 
 REEL_INLINE void check_not_released(const Node& n);
@@ -323,7 +329,8 @@ REEL_INLINE void check_not_released(const Node& n);
 // Nodes carry a mark of the backward pass visiting them, so collecting and indexing the
 // graph needs no hash table (one allocation per node would dominate small graphs' cost).
 // Two threads may differentiate independent graphs at once; one graph is differentiated by
-// one thread at a time.
+// one thread at a time. A node may run a backward pass of its own (checkpoint recomputes its
+// region and differentiates it): the nested pass puts back the marks it changed.
 REEL_INLINE GradList run_backward(BackwardTask& task);
 
 }  // namespace reel::detail

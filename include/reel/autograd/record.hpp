@@ -194,6 +194,10 @@ struct IrFunction : Node {
     for (auto& i : inputs) defer_release(std::move(i.t));
   }
   const char* name() const override { return "FusedExpressionBackward"; }
+  void saved_versions(std::vector<std::pair<const TensorImpl*, uint64_t>>& out) const override {
+    for (const auto& i : inputs)
+      if (i.t) out.push_back({i.t.get(), i.version});
+  }
   void release_saved() override {
     inputs.clear();
     outs.clear();

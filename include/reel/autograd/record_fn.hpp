@@ -21,6 +21,9 @@ struct FnNodeBase : Node {
   std::vector<SavedTensor> saved;  // tensors bw reads (checked against in-place writes)
   std::vector<Shape> input_sizes;
   const char* name() const override { return op_name; }
+  void saved_versions(std::vector<std::pair<const TensorImpl*, uint64_t>>& out) const override {
+    for (const auto& s : saved) out.push_back({s.t.get(), s.version});
+  }
   virtual GradList call(const GradPtr& g) = 0;
   GradList apply(GradList& grads) override {
     for (auto& s : saved) check_version(*s.t, s.version, op_name);
@@ -99,7 +102,7 @@ void forward_levels(Fw& fw, const std::vector<const TensorImpl*>& ins, Tensor<T,
 
 template <class T, class D, class Bw, class Fw>
 Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
-                       std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
+                       std::span<const Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
   if constexpr (autograd_type_v<T, D>) {
     FnPlan p;
     p.ins.reserve(inputs.size());
@@ -110,7 +113,8 @@ Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tenso
     if (p.reverse) {
       GradList in, sv;
       for (const auto& t : inputs) in.push_back(t.defined() ? t.impl_ptr() : nullptr);
-      for (const auto& t : saved) sv.push_back(t.impl_ptr());
+      for (const auto& t : saved)
+        if (t.defined()) sv.push_back(t.impl_ptr());
       attach_fn(std::make_shared<FnNode<T, D, std::decay_t<Bw>>>(std::forward<Bw>(bw)), name, p, std::move(in),
                 std::move(sv), ir::grad_type_of<T, D>(), out.impl());
     }
@@ -119,10 +123,17 @@ Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tenso
   return out;
 }
 template <class T, class D, class Bw, class Fw>
+Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
+                       std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
+  return record_fn(std::move(out), name, inputs, std::span<const Tensor<T, D>>(saved.begin(), saved.size()),
+                   std::forward<Bw>(bw), std::forward<Fw>(fw));
+}
+template <class T, class D, class Bw, class Fw>
 Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::initializer_list<Tensor<T, D>> inputs,
                        std::initializer_list<Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
-  return record_fn(std::move(out), name, std::span<const Tensor<T, D>>(inputs.begin(), inputs.size()), saved,
-                   std::forward<Bw>(bw), std::forward<Fw>(fw));
+  return record_fn(std::move(out), name, std::span<const Tensor<T, D>>(inputs.begin(), inputs.size()),
+                   std::span<const Tensor<T, D>>(saved.begin(), saved.size()), std::forward<Bw>(bw),
+                   std::forward<Fw>(fw));
 }
 
 }  // namespace detail

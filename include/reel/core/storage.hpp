@@ -209,6 +209,13 @@ class CachingHostAllocator {
   size_t cached_bytes_ = 0;
 };
 
+// Storages are numbered in the order they are made (checkpoint tells the storages its
+// recomputation made from older ones by it).
+inline std::atomic<uint64_t>& storage_serials() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
@@ -218,6 +225,7 @@ struct Storage {
   void (*free_fn)(void*, size_t) = nullptr;
   // Bumped by every in-place write; autograd compares it against saved versions.
   std::atomic<uint64_t> version{0};
+  uint64_t serial = storage_serials().fetch_add(1, std::memory_order_relaxed) + 1;
   // Small tensors (scalars, losses, the nodes of scalar graphs) keep their bytes here: one
   // allocation per tensor instead of two.
   static constexpr size_t kInlineBytes = 64;

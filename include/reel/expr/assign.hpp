@@ -2,14 +2,18 @@
 // Writing expressions into existing storage, and the Tensor members that need the engine
 // and the op definitions.
 #include "../core/config.hpp"
+#include "../core/op_report.hpp"
 #include "functions.hpp"
 
 namespace reel::inline REEL_ABI {
 namespace detail {
 
-// Writes `e` into existing storage `out` (broadcasting e to out's shape).
+// Writes `e` into existing storage `out` (broadcasting e to out's shape). A checkpoint's
+// replay does not write again into storages older than it (op_report.hpp).
 template <class T, class D, class E>
 void assign_expr(const Tensor<T, D>& out, const E& e) {
+  if (replay_skips_write(out.impl())) [[unlikely]]
+    return;
   if constexpr (is_cpp_scalar_v<E>) {
     assign_expr(out, Scalar<T>(convert<T>(e)));
   } else if constexpr (is_tensor_v<E> && !std::is_same_v<value_t<E>, T>) {

@@ -32,19 +32,20 @@
 #include <vector>
 
 #include "../core/errors.hpp"
+#include "../core/op_report.hpp"
 #include "../core/type_name.hpp"
+#include "../autograd/record.hpp"
 
 namespace reel::inline REEL_ABI {
 
-// side_effect: has an ordered effect outside its outputs (I/O, counters, buffers): it runs
-// exactly once per forward and activation checkpointing never replays it.
-enum class OpTag { side_effect, nondeterministic, inplace_view, pointwise };
+// (OpTag, the tags an op may have: core/op_report.hpp)
 
 namespace detail::ops {
 struct Kernel {
   std::type_index sig;
   std::string signature, where;
   std::shared_ptr<void> fn;  // a std::function of the signature
+  bool autograd = false;     // fn records the op's history around the kernel (register_autograd)
 };
 struct Entry {
   std::string name, schema, where;
@@ -80,6 +81,21 @@ template <class R, class... A> struct sig_name<R(A...)> {
     return s + ") -> " + type_name<R>();
   }
 };
+// register_autograd without a forward rule.
+struct NoJvp {};
+// A kernel's argument as the kernel of an op with registered autograd gets it: tensors
+// without history (and without tangents), anything else as it is.
+template <class A>
+A without_history(const A& a) {
+  if constexpr (requires { a.detach(); })
+    return a.detach();
+  else
+    return a;
+}
+template <class R, class A>
+void push_if_same(std::vector<R>& v, const A& a) {
+  if constexpr (std::is_same_v<A, R>) v.push_back(a);
+}
 // Names the running op for the warnings it raises.
 struct OpScope {
   const char* prev;
@@ -132,9 +148,76 @@ class Library {
     it->second = std::move(e);
     return *this;
   }
+  // Autograd for the op `name` (PyTorch's torch.library.register_autograd): its kernel then
+  // runs on its arguments without history, and the result is recorded with
+  //   backward(grad, out, args...) -> std::vector<Tensor<T, D>>  one gradient per argument of
+  //                                                               the result's type (undefined: none)
+  //   jvp(tangents, out, args...) -> Tensor<T, D>                 optional: forward mode, one
+  //                                                               tangent per such argument (undefined: zero)
+  // where `out` is the result without history (a constant to higher derivatives: write the rules
+  // in terms of the arguments to differentiate them again). The kernel is the one whose
+  // signature, Tensor<T, D>(args...), the backward's parameters give. A checkpoint can then keep
+  // the op's result (a policy's save, a side effect) and still record its history.
+  template <class Bw>
+  Library& register_autograd(const std::string& name, Bw backward) {
+    return register_autograd(name, std::move(backward), detail::ops::NoJvp{});
+  }
+  template <class Bw, class Fw>
+  Library& register_autograd(const std::string& name, Bw backward, Fw jvp) {
+    using BwSig = typename detail::ops::fn_sig<std::decay_t<Bw>>::type;
+    return autograd_for(name, std::move(backward), std::move(jvp), static_cast<BwSig*>(nullptr));
+  }
   const std::string& name() const { return ns_; }
 
  private:
+  template <class Bw, class Fw, class G, class R, class O, class... A>
+  Library& autograd_for(const std::string& name, Bw bw, Fw jvp, std::vector<G> (*)(R, O, A...)) {
+    static_assert(std::is_same_v<G, R> && std::is_same_v<O, R> && requires(const R& r) { r.requires_grad(); },
+                  "register_autograd: the backward is backward(grad, out, args...) -> std::vector<Tensor<T, D>>, "
+                  "with grad and out the op's result type");
+    using Sig = R(A...);
+    const std::string full = ns_ + "::" + name;
+    auto& r = detail::ops::Registry::get();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.ops.find(full);
+    REEL_CHECK(it != r.ops.end(), index_error, "library(\"", ns_, "\").register_autograd: def the op ", full, " first");
+    auto e = std::make_shared<detail::ops::Entry>(*it->second);
+    auto k = std::find_if(e->kernels.begin(), e->kernels.end(),
+                          [](const detail::ops::Kernel& x) { return x.sig == std::type_index(typeid(Sig)); });
+    REEL_CHECK(k != e->kernels.end(), type_error, "register_autograd: the backward's parameters make ", full, " ",
+               detail::ops::sig_name<Sig>::get(), ", but its kernels are ", e->signatures());
+    REEL_CHECK(!k->autograd, error, "register_autograd: ", full, " ", k->signature, " has its autograd already");
+    auto inner = std::static_pointer_cast<std::function<Sig>>(k->fn);
+    auto op = std::make_shared<const std::string>(full);  // (the nodes keep its name's characters)
+    std::vector<OpTag> tags = e->tags;
+    std::function<Sig> wrapped = [inner, bw, jvp, op, tags](A... args) -> R {
+      R out = detail::report_op<R>(OpCall(*op, tags),
+                                   [&]() -> R { return (*inner)(detail::ops::without_history(args)...); });
+      std::vector<R> ins;
+      (detail::ops::push_if_same(ins, args), ...);
+      const size_t n = ins.size();
+      R value = out.detach();
+      return detail::record_fn(
+          std::move(out), op->c_str(), std::span<const R>(ins), std::span<const R>(ins),
+          [bw, value, args..., op, n](const R& g) {
+            std::vector<R> gs = bw(g, value, args...);
+            REEL_CHECK(gs.size() == n, error, "the backward registered for ", *op, " returned ", gs.size(),
+                       " gradients for ", n, " tensor arguments");
+            return gs;
+          },
+          [jvp, value, args..., op](const std::vector<R>& t) -> R {
+            if constexpr (std::is_same_v<Fw, detail::ops::NoJvp>)
+              raise<not_implemented_error>(*op, ": no forward rule (jvp) is registered for forward-mode AD; pass one ",
+                                           "to register_autograd");
+            else
+              return jvp(t, value, args...);
+          });
+    };
+    k->fn = std::make_shared<std::function<Sig>>(std::move(wrapped));
+    k->autograd = true;
+    it->second = std::move(e);
+    return *this;
+  }
   friend Library library(const std::string&, SourceLocation);
   explicit Library(std::string ns) : ns_(std::move(ns)) {}
   template <class Sig> struct arity_of;
@@ -178,7 +261,8 @@ class Handle<R(A...)> {
  public:
   R operator()(A... args) const {
     detail::ops::OpScope scope(e_->name.c_str());
-    return (*f_)(std::move(args)...);
+    if (autograd_) return (*f_)(std::move(args)...);  // (reports its kernel itself)
+    return detail::report_op<R>(OpCall(e_->name, e_->tags), [&]() -> R { return (*f_)(std::move(args)...); });
   }
   const std::string& name() const { return e_->name; }
   const std::string& schema() const { return e_->schema; }
@@ -188,6 +272,7 @@ class Handle<R(A...)> {
   template <class S> friend Handle<S> handle(const std::string&);
   std::shared_ptr<const detail::ops::Entry> e_;
   const std::function<R(A...)>* f_ = nullptr;
+  bool autograd_ = false;
 };
 
 // The op "ns::name" as a Handle of signature Sig: index_error when there is none, type_error
@@ -206,6 +291,7 @@ Handle<Sig> handle(const std::string& name) {
     if (k.sig == std::type_index(typeid(Sig))) {
       Handle<Sig> h;
       h.f_ = static_cast<const std::function<Sig>*>(k.fn.get());
+      h.autograd_ = k.autograd;
       h.e_ = std::move(e);
       return h;
     }

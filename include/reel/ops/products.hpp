@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 
+#include "../core/op_report.hpp"
 #include "cat.hpp"
 #include "histc.hpp"
 #include "reductions.hpp"
@@ -190,15 +191,18 @@ Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
 // bmm with autograd: d(A B) = dA B + A dB; the adjoints are G B^H and A^H G.
 template <class T, class D>
 Tensor<T, D> bmm_rec(const Tensor<T, D>& a, const Tensor<T, D>& b) {
-  if (!a.impl().autograd && !b.impl().autograd) return bmm_impl(a, b);
+  // (reported to checkpoint policies as "matmul")
+  if (!a.impl().autograd && !b.impl().autograd)
+    return report_op<Tensor<T, D>>(OpCall("matmul", {}), [&] { return bmm_impl(a, b); });
   auto adj = [](const Tensor<T, D>& m) {
     if constexpr (is_complex_v<T>)
       return Tensor<T, D>(conj(m.mT()));
     else
       return m.mT();
   };
+  auto product = report_op<Tensor<T, D>>(OpCall("matmul", {}), [&] { return bmm_impl(a.detach(), b.detach()); });
   return record_fn(
-      bmm_impl(a.detach(), b.detach()), "BmmBackward", {a, b}, {a, b},
+      std::move(product), "BmmBackward", {a, b}, {a, b},
       [a, b, adj](const Tensor<T, D>& g) {
         return std::vector<Tensor<T, D>>{a.requires_grad() ? bmm_rec(g, adj(b)) : Tensor<T, D>(),
                                          b.requires_grad() ? bmm_rec(adj(a), g) : Tensor<T, D>()};
