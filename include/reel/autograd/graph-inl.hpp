@@ -139,9 +139,9 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
   for (size_t i = 0; i < task.roots.size(); ++i) add_to(task.roots[i], task.root_grads[i]);
 
   auto cap = captures.begin();
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  auto run_node = [&](size_t i) {
     Node* n = nodes[i];
-    if (!needed[i] || buffers[i].empty()) continue;
+    if (!needed[i] || buffers[i].empty()) return;
     GradList grads = std::move(buffers[i]);
     for (auto& [slot, hooks] : n->pre_hooks)
       if (grads[slot]) grads[slot] = hooks->run(grads[slot]);
@@ -155,13 +155,13 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
     while (cap != captures.end() && cap->first < static_cast<int>(i)) ++cap;
     for (auto c = cap; c != captures.end() && c->first == static_cast<int>(i); ++c)
       captured[c->second] = grads[task.capture[c->second].input_nr];
-    if (is_end(n)) continue;
+    if (is_end(n)) return;
     if (n->is_accumulator()) {
       if (task.accumulate_into_leaves) n->apply(grads);
-      continue;
+      return;
     }
     check_not_released(*n);
-    if (std::all_of(grads.begin(), grads.end(), [](const GradPtr& g) { return !g; })) continue;
+    if (std::all_of(grads.begin(), grads.end(), [](const GradPtr& g) { return !g; })) return;
     for (size_t s = 0; s < grads.size(); ++s)
       if (!grads[s]) grads[s] = n->outputs[s].type->zeros(n->outputs[s].sizes);
     auto in = n->apply(grads);
@@ -170,6 +170,22 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
       n->release_saved();
       n->released = true;
     }
+  };
+  // A leaf's accumulator (sequence number 0: last in the order) runs as soon as the last node
+  // with an edge to it has run, so backward() holds no parameter's gradient until its end.
+  const bool early = task.capture.empty() && task.accumulate_into_leaves;
+  std::vector<int> feeds;  // per accumulator: edges to it from nodes that have not run yet
+  if (early) {
+    feeds.assign(nodes.size(), 0);
+    for (Node* n : nodes)
+      for (auto& e : n->next)
+        if (e.fn && e.fn->is_accumulator()) ++feeds[e.fn->visit_index];
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    run_node(i);  // (an accumulator run early has an empty buffer now)
+    if (early)
+      for (auto& e : nodes[i]->next)
+        if (e.fn && e.fn->is_accumulator() && --feeds[e.fn->visit_index] == 0) run_node(e.fn->visit_index);
   }
   return captured;
 }
