@@ -124,6 +124,29 @@ TEST_CASE("cuda autograd: a two-layer network's gradients (matmul, broadcast bia
   for (size_t k = 0; k < g.size(); ++k) CHECK_CLOSE_T(g[k], c[k], 1e-5, 1e-4);
 }
 
+TEST_CASE("cuda autograd: activation checkpointing (full and selective) gives the unchecked gradients") {
+  REQUIRE_GPU();
+  auto X0 = host_randn<float>({64, 32}), W10 = host_randn<float>({32, 32}), W20 = host_randn<float>({32, 8});
+  auto run = [&]<class D>(D, int mode) {
+    auto W1 = leaf<float, D>(W10), W2 = leaf<float, D>(W20);
+    Tensor<float, D> X = on<D>(X0);
+    auto block = [&](const std::vector<Tensor<float, D>>& in) {
+      return Tensor<float, D>(matmul(Tensor<float, D>(tanh(matmul(in[0], W1))), W2));
+    };
+    auto keep_matmul = [](const reel::OpCall& op) {
+      return op.name() == "matmul" ? reel::CheckpointPolicy::MUST_SAVE : reel::CheckpointPolicy::PREFER_RECOMPUTE;
+    };
+    Tensor<float, D> y = mode == 0 ? block({X}) : mode == 1 ? reel::checkpoint(block, {X}) : reel::checkpoint(block, {X}, keep_matmul);
+    mean(Tensor<float, D>(y * y)).backward();
+    return std::vector{to_host(W1.grad()), to_host(W2.grad())};
+  };
+  auto c = run(CPU{}, 0);
+  for (int mode = 0; mode < 3; ++mode) {
+    auto g = run(CUDA{}, mode);
+    for (size_t k = 0; k < g.size(); ++k) CHECK_CLOSE_T(g[k], c[k], 1e-5, 1e-4);
+  }
+}
+
 TEST_CASE("cuda autograd: embedding (a gather) and its scatter-add backward match the CPU, repeated rows included") {
   REQUIRE_GPU();
   auto W0 = host_randn<float>({50, 16});

@@ -23,12 +23,16 @@
 #include "storage.hpp"
 #include "tensor_impl.hpp"
 
-namespace reel::inline REEL_ABI {
-
+namespace reel {
 // Properties of a custom op (reel::library) a checkpoint acts on. side_effect: the op has an
 // ordered effect outside its outputs (I/O, counters, buffers): it runs exactly once per
 // forward, and activation checkpointing keeps its result instead of running it again.
+// (Outside the settings namespace: the op registry, which stores them, is one per process
+// for every copy of reel in it, whatever its settings.)
 enum class OpTag { side_effect, nondeterministic, inplace_view, pointwise };
+}  // namespace reel
+
+namespace reel::inline REEL_ABI {
 
 // What a selective checkpoint's policy says of one op call (PyTorch's CheckpointPolicy):
 // *_SAVE: its result is kept for backward; *_RECOMPUTE: backward computes it again. MUST and

@@ -20,7 +20,14 @@
 // that both register it, a dlclose'd plugin loaded again) raises reel::error naming it and
 // where it was first registered; nothing is replaced.
 #include "../core/config.hpp"
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -36,16 +43,24 @@
 #include "../core/type_name.hpp"
 #include "../autograd/record.hpp"
 
-namespace reel::inline REEL_ABI {
-
-// (OpTag, the tags an op may have: core/op_report.hpp)
-
-namespace detail::ops {
+// The registry: one per process. A header-only library is compiled into every shared object
+// that uses it, and the dynamic linker does not always merge their copies of a function's
+// static (objects loaded with RTLD_LOCAL, built by clang or with -fno-gnu-unique, or with other
+// settings of reel: another settings namespace). So the first copy that needs the registry
+// makes it on the heap (never freed: it outlives any shared object that registered into it)
+// and leaves its address, with the process id, in the environment variable
+// REEL_OP_REGISTRY_V1; every other copy finds it there. Its types are outside the settings
+// namespace, so all copies agree on them. A kernel registered from a shared object other than
+// the program remembers which (and where it was loaded), so a call after that object was
+// unloaded (dlclose) is refused rather than jumping into unmapped code.
+namespace reel::registry_v1 {
 struct Kernel {
-  std::type_index sig;
+  std::type_index sig;  // (its type_info lives in the object that registered it: compared only while loaded)
   std::string signature, where;
   std::shared_ptr<void> fn;  // a std::function of the signature
   bool autograd = false;     // fn records the op's history around the kernel (register_autograd)
+  std::string object;        // the shared object that registered it ("": the program itself)
+  uintptr_t object_base = 0;
 };
 struct Entry {
   std::string name, schema, where;
@@ -62,10 +77,81 @@ struct Registry {
   std::map<std::string, std::shared_ptr<const Entry>> ops;
   std::map<std::string, std::string> namespaces;  // -> where registered
   static Registry& get() {
-    static Registry r;  // (C++ guarantees one initialization, whichever thread comes first)
+    static Registry* r = anchor();  // (once per copy of reel, whichever thread comes first)
+    return *r;
+  }
+
+ private:
+  static constexpr const char* kVariable = "REEL_OP_REGISTRY_V1";
+  static void publish(Registry* r) {
+    char v[64];
+    std::snprintf(v, sizeof v, "%lld:%llx", static_cast<long long>(::getpid()),
+                  static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(r)));
+    ::setenv(kVariable, v, 1);
+  }
+  static Registry* anchor() {
+    ::flockfile(stderr);  // (a lock every copy shares: the C library's)
+    Registry* r = nullptr;
+    long long pid = 0;
+    unsigned long long at = 0;
+    if (const char* v = std::getenv(kVariable))  // another process's (inherited through exec): ignored
+      if (std::sscanf(v, "%lld:%llx", &pid, &at) == 2 && pid == static_cast<long long>(::getpid()))
+        r = reinterpret_cast<Registry*>(static_cast<uintptr_t>(at));
+    if (!r) {
+      r = new Registry;
+      static Registry* made = r;
+      publish(r);
+      ::pthread_atfork(nullptr, nullptr, [] { publish(made); });  // a forked child shares it
+    }
+    ::funlockfile(stderr);
     return r;
   }
 };
+// Where the object `h` (a dlopen handle) is loaded.
+inline uintptr_t load_address(void* h) {
+  struct link_map* map = nullptr;
+  return h && ::dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map ? static_cast<uintptr_t>(map->l_addr) : 0;
+}
+// The shared object holding `code` and where it is loaded ({"", 0}: the program itself).
+inline std::pair<std::string, uintptr_t> object_of(const void* code) {
+  Dl_info info{};
+  if (!::dladdr(code, &info) || !info.dli_fname) return {"", 0};
+  void* self = ::dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+  void* program = ::dlopen(nullptr, RTLD_LAZY);
+  std::pair<std::string, uintptr_t> r{"", 0};
+  if (self && self != program) r = {info.dli_fname, load_address(self)};
+  if (self) ::dlclose(self);
+  if (program) ::dlclose(program);
+  return r;
+}
+// Whether the object that registered k is still loaded where it was.
+inline bool kernel_loaded(const Kernel& k) {
+  if (k.object.empty()) return true;
+  void* h = ::dlopen(k.object.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+  const bool same = h && load_address(h) == k.object_base;
+  if (h) ::dlclose(h);
+  return same;
+}
+template <class F> void kernel_marker() {}  // instantiated in the object that registers F
+}  // namespace reel::registry_v1
+
+namespace reel::inline REEL_ABI::detail::ops {
+// Refuses k, a kernel of op e, once the shared object that registered it is unloaded.
+inline void check_loaded(const registry_v1::Entry& e, const registry_v1::Kernel& k) {
+  REEL_CHECK(registry_v1::kernel_loaded(k), error, "ops: the kernel ", k.signature, " of ", e.name, " was registered by ",
+             k.object, " (at ", k.where, "), which has been unloaded (dlclose): the op cannot run any more, and ",
+             "loading that library again cannot register it again (registrations are never replaced)");
+}
+}  // namespace reel::detail::ops
+
+namespace reel::inline REEL_ABI {
+
+// (OpTag, the tags an op may have: core/op_report.hpp)
+
+namespace detail::ops {
+using registry_v1::Entry;
+using registry_v1::Kernel;
+using registry_v1::Registry;
 inline std::string where_of(const SourceLocation& w) { return std::string(w.file_name()) + ":" + std::to_string(w.line()); }
 
 template <class F> struct fn_sig : fn_sig<decltype(std::function{std::declval<F>()})> {};
@@ -140,9 +226,11 @@ class Library {
     std::lock_guard<std::mutex> lock(r.mu);
     auto it = r.ops.find(full);
     REEL_CHECK(it != r.ops.end(), index_error, "library(\"", ns_, "\").impl: def the op ", full, " first");
-    for (const auto& old : it->second->kernels)
+    for (const auto& old : it->second->kernels) {
+      detail::ops::check_loaded(*it->second, old);
       REEL_CHECK(old.sig != k.sig, error, "library: the op ", full, " has a kernel for ", old.signature,
                  " already (at ", old.where, "); registering another at ", k.where, " is refused");
+    }
     auto e = std::make_shared<detail::ops::Entry>(*it->second);  // (handles keep the old entry)
     e->kernels.push_back(std::move(k));
     it->second = std::move(e);
@@ -183,7 +271,10 @@ class Library {
     REEL_CHECK(it != r.ops.end(), index_error, "library(\"", ns_, "\").register_autograd: def the op ", full, " first");
     auto e = std::make_shared<detail::ops::Entry>(*it->second);
     auto k = std::find_if(e->kernels.begin(), e->kernels.end(),
-                          [](const detail::ops::Kernel& x) { return x.sig == std::type_index(typeid(Sig)); });
+                          [&](const detail::ops::Kernel& x) {
+                            detail::ops::check_loaded(*e, x);
+                            return x.sig == std::type_index(typeid(Sig));
+                          });
     REEL_CHECK(k != e->kernels.end(), type_error, "register_autograd: the backward's parameters make ", full, " ",
                detail::ops::sig_name<Sig>::get(), ", but its kernels are ", e->signatures());
     REEL_CHECK(!k->autograd, error, "register_autograd: ", full, " ", k->signature, " has its autograd already");
@@ -225,8 +316,9 @@ class Library {
   template <class Sig> static constexpr size_t arity() { return arity_of<Sig>::value; }
   template <class Sig, class F>
   static detail::ops::Kernel kernel(F&& fn, std::string where) {
+    auto [object, base] = registry_v1::object_of(reinterpret_cast<const void*>(&registry_v1::kernel_marker<std::decay_t<F>>));
     return {typeid(Sig), detail::ops::sig_name<Sig>::get(), std::move(where),
-            std::make_shared<std::function<Sig>>(std::forward<F>(fn))};
+            std::make_shared<std::function<Sig>>(std::forward<F>(fn)), false, std::move(object), base};
   }
   void check_arity(const std::string& schema, size_t paren, size_t n) const {
     const auto close = schema.find(')', paren);
@@ -261,6 +353,7 @@ class Handle<R(A...)> {
  public:
   R operator()(A... args) const {
     detail::ops::OpScope scope(e_->name.c_str());
+    if (!k_->object.empty()) detail::ops::check_loaded(*e_, *k_);  // (a kernel from a shared object)
     if (autograd_) return (*f_)(std::move(args)...);  // (reports its kernel itself)
     return detail::report_op<R>(OpCall(e_->name, e_->tags), [&]() -> R { return (*f_)(std::move(args)...); });
   }
@@ -272,6 +365,7 @@ class Handle<R(A...)> {
   template <class S> friend Handle<S> handle(const std::string&);
   std::shared_ptr<const detail::ops::Entry> e_;
   const std::function<R(A...)>* f_ = nullptr;
+  const detail::ops::Kernel* k_ = nullptr;
   bool autograd_ = false;
 };
 
@@ -288,10 +382,11 @@ Handle<Sig> handle(const std::string& name) {
     e = it->second;
   }
   for (const auto& k : e->kernels)
-    if (k.sig == std::type_index(typeid(Sig))) {
+    if (detail::ops::check_loaded(*e, k), k.sig == std::type_index(typeid(Sig))) {
       Handle<Sig> h;
       h.f_ = static_cast<const std::function<Sig>*>(k.fn.get());
       h.autograd_ = k.autograd;
+      h.k_ = &k;
       h.e_ = std::move(e);
       return h;
     }
