@@ -106,12 +106,14 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
   if (!task.capture.empty()) {
     std::fill(needed.begin(), needed.end(), 0);
     for (auto& c : captures) needed[c.first] = 1;
-    for (size_t i = nodes.size(); i-- > 0;)  // inputs before consumers
+    for (size_t i = nodes.size(); i-- > 0;) {  // inputs before consumers
+      if (is_end(nodes[i])) continue;          // (its edges lead out of this pass)
       for (auto& e : nodes[i]->next)
-        if (e.fn && needed[e.fn->visit_index]) {
+        if (int j = e.fn ? index_of(e.fn.get()) : -1; j >= 0 && needed[j]) {
           needed[i] = 1;
           break;
         }
+    }
   }
 
   // 3. Run.
