@@ -9,18 +9,28 @@
 //   reel::distributed::destroy_process_group();
 //
 // The MPI backend carries CPU tensors of every dtype MPI can (float16 and bfloat16 with a
-// reduction of reel's own that computes in float). Collectives are synchronous and in place
-// on contiguous tensors (a strided one goes through a contiguous copy); ranks must call them
-// in the same order with the same shapes. An MPI failure raises reel::error with MPI's
-// message. Backend::NCCL (CUDA tensors) is not in this build yet: init raises
-// not_implemented_error.
+// reduction of reel's own that computes in float). Every collective returns a Work; with
+// {.async_op = true} it has only started (MPI's nonblocking form) and Work::wait() finishes it
+// (a Work that is dropped waits). Results are written in place (a strided tensor goes through
+// a contiguous copy, written back when the call completes). The ranks of a group must call
+// its collectives in the same order with the same shapes; src / dst are ranks of the world,
+// as in PyTorch. An MPI failure raises reel::error with MPI's message. Backend::NCCL (CUDA
+// tensors) is not in this build yet: init raises not_implemented_error.
 #include "core/config.hpp"
 #if !__has_include(<mpi.h>)
 #error "reel/distributed.hpp needs MPI: compile with mpicxx (Debian: libopenmpi-dev), or add MPI's include directory"
 #endif
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // (only MPI's C interface is used: not its deprecated C++ bindings)
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,23 +154,6 @@ MPI_Op mpi_op(ReduceOp op) {
   }
 }
 
-// The tensor's elements as one contiguous buffer: itself, or a copy written back by finish().
-template <class T>
-struct Buffer {
-  Tensor<T, CPU> target, data;
-  explicit Buffer(const Tensor<T, CPU>& t) : target(t), data(t.is_contiguous() ? t : t.contiguous()) {}
-  void finish(bool wrote) {
-    if (!wrote) return;
-    if (!data.is_same_storage(target) || data.storage_offset() != target.storage_offset()) target.copy_(data);
-    else target.bump_version();
-  }
-  T* ptr() { return data.mutable_data_ptr(); }
-  int count() const {
-    REEL_CHECK(data.numel() <= INT32_MAX, value_error, "distributed: a tensor of ", data.numel(),
-               " elements is more than one MPI call carries (2^31 - 1)");
-    return static_cast<int>(data.numel());
-  }
-};
 template <class T, class D>
 void check_cpu(const char* what) {
   static_assert(std::is_same_v<D, CPU>, "reel::distributed: the MPI backend carries CPU tensors (CUDA tensors need NCCL)");
@@ -172,6 +165,168 @@ struct InitOptions {
   // MPI's thread level when reel starts MPI (MPI_THREAD_SERIALIZED: one thread calls at a time).
   int mpi_thread_level = MPI_THREAD_SERIALIZED;
 };
+
+// A set of ranks that communicate (torch.distributed's ProcessGroup): the world, or a group
+// made by new_group. On a rank outside it, is_member() is false and collectives on it raise.
+class ProcessGroup {
+ public:
+  ProcessGroup() = default;
+  ProcessGroup(MPI_Comm comm, std::vector<int> ranks) : comm_(comm), ranks_(std::move(ranks)) {
+    if (comm_ != MPI_COMM_NULL) {
+      detail_dist::check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      detail_dist::check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    }
+  }
+  ~ProcessGroup() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  }
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+  bool is_member() const { return comm_ != MPI_COMM_NULL; }
+  int rank() const { return rank_; }  // within the group (-1 outside it)
+  int size() const { return static_cast<int>(ranks_.size()); }
+  const std::vector<int>& ranks() const { return ranks_; }  // the members' world ranks
+  MPI_Comm comm() const { return comm_; }
+  // The group rank of world rank r (raises when r is not a member).
+  int group_rank(int r, const char* what) const {
+    for (size_t k = 0; k < ranks_.size(); ++k)
+      if (ranks_[k] == r) return static_cast<int>(k);
+    raise<value_error>("distributed::", what, ": rank ", r, " is not in the group");
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::vector<int> ranks_;
+  int rank_ = -1;
+};
+
+// A collective's completion: wait() returns once it is done (and its results written).
+class Work {
+ public:
+  struct State {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::function<void()> finish;  // after completion: write results back
+    bool done = false;
+    std::vector<std::shared_ptr<void>> keep;  // buffers the call reads or writes
+    ~State() {
+      if (!done && request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);  // (never abandon a buffer in flight)
+    }
+  };
+  Work() = default;
+  explicit Work(std::shared_ptr<State> s) : s_(std::move(s)) {}
+  void wait() {
+    if (!s_ || s_->done) return;
+    detail_dist::check_mpi(MPI_Wait(&s_->request, MPI_STATUS_IGNORE), "MPI_Wait");
+    s_->done = true;
+    if (s_->finish) s_->finish();
+  }
+  bool is_completed() {
+    if (!s_ || s_->done) return true;
+    int flag = 0;
+    detail_dist::check_mpi(MPI_Test(&s_->request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    if (flag) {
+      s_->done = true;
+      if (s_->finish) s_->finish();
+    }
+    return s_->done;
+  }
+
+ private:
+  std::shared_ptr<State> s_;
+};
+
+struct CollectiveOptions {
+  const ProcessGroup* group = nullptr;  // null: the world
+  bool async_op = false;                // return as soon as the call has started
+};
+
+namespace detail_dist {
+struct World {
+  std::unique_ptr<ProcessGroup> group;
+};
+inline World& world_holder() {
+  static World w;
+  return w;
+}
+inline const ProcessGroup& group_of(const CollectiveOptions& o, const char* what) {
+  live(what);
+  const ProcessGroup& g = o.group ? *o.group : *world_holder().group;
+  REEL_CHECK(g.is_member(), error, "distributed::", what, ": this rank (", state().rank, ") is not in the group");
+  return g;
+}
+// Starts a nonblocking call (start(request)), and waits for it unless the call is async.
+template <class Start>
+Work launch(const CollectiveOptions& o, Start&& start, std::function<void()> finish,
+            std::vector<std::shared_ptr<void>> keep, const char* what) {
+  auto st = std::make_shared<Work::State>();
+  st->finish = std::move(finish);
+  st->keep = std::move(keep);
+  check_mpi(start(&st->request), what);
+  Work w(st);
+  if (!o.async_op) w.wait();
+  return w;
+}
+template <class T>
+std::shared_ptr<void> hold(const Tensor<T, CPU>& t) {
+  return std::make_shared<Tensor<T, CPU>>(t);
+}
+template <class T>
+void divide(Tensor<T, CPU>& t, int n) {
+  if constexpr (is_floating_v<T> || is_complex_v<T>) {
+    T* p = t.mutable_data_ptr();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if constexpr (is_half_v<T>)
+        p[i] = static_cast<T>(static_cast<float>(p[i]) / static_cast<float>(n));
+      else if constexpr (is_complex_v<T>)
+        p[i] /= static_cast<typename T::value_type>(n);
+      else
+        p[i] /= static_cast<T>(n);
+    }
+  }
+}
+template <class T>
+void check_avg(ReduceOp op, const char* what) {
+  if (op == ReduceOp::AVG)
+    REEL_CHECK(is_floating_v<T> || is_complex_v<T>, type_error, "distributed::", what,
+               ": AVG needs a floating point or complex tensor (an integer mean would be rounded)");
+}
+template <class T>
+Tensor<T, CPU> contiguous_of(const Tensor<T, CPU>& t) {
+  return t.is_contiguous() ? t : t.contiguous();
+}
+// Writes `data` (a contiguous result) back into `target` when they differ, and marks the write.
+template <class T>
+void write_back(Tensor<T, CPU> target, Tensor<T, CPU> data) {
+  if (!data.is_same_storage(target) || data.storage_offset() != target.storage_offset() || !target.is_contiguous())
+    target.copy_(data);
+  else
+    target.bump_version();
+}
+inline int count_of(int64_t n, const char* what) {
+  REEL_CHECK(n <= INT32_MAX, value_error, "distributed::", what, ": ", n,
+             " elements is more than one MPI call carries (2^31 - 1)");
+  return static_cast<int>(n);
+}
+template <class T>
+void same_shapes(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes, size_t n, const char* what) {
+  REEL_CHECK(list.size() == n, value_error, "distributed::", what, ": the list has ", list.size(),
+             " tensors for a group of ", n);
+  for (const auto& x : list)
+    REEL_CHECK(x.sizes() == sizes, value_error, "distributed::", what, ": a listed tensor has shape ", x.sizes(),
+               ", the other argument ", sizes);
+}
+// The list's tensors stacked into one contiguous tensor ([n, *sizes]).
+template <class T>
+Tensor<T, CPU> stacked(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes) {
+  Shape whole = sizes;
+  whole.insert(0, static_cast<int64_t>(list.size()));
+  Tensor<T, CPU> all = empty<T, CPU>(whole);
+  for (size_t r = 0; r < list.size(); ++r) all.select(0, static_cast<int64_t>(r)).copy_(list[r]);
+  return all;
+}
+}  // namespace detail_dist
 
 // Joins the launcher's world (mpirun / srun: MPI knows the ranks). Starts MPI unless the
 // program did; a second call raises.
@@ -198,6 +353,11 @@ inline void init_process_group(Backend backend = Backend::MPI, InitOptions o = {
                  " but MPI says this is rank ", s.rank, " (was the program started by another launcher?)");
       break;
     }
+  std::vector<int> all(static_cast<size_t>(s.size));
+  for (int r = 0; r < s.size; ++r) all[static_cast<size_t>(r)] = r;
+  MPI_Comm world_copy;
+  detail_dist::check_mpi(MPI_Comm_dup(s.world, &world_copy), "MPI_Comm_dup");
+  detail_dist::world_holder().group = std::make_unique<ProcessGroup>(world_copy, std::move(all));
   s.backend = backend;
   s.initialized = true;
 }
@@ -205,10 +365,36 @@ inline bool is_initialized() { return detail_dist::state().initialized; }
 inline int rank() { return detail_dist::live("rank").rank; }
 inline int world_size() { return detail_dist::live("world_size").size; }
 inline Backend get_backend() { return detail_dist::live("get_backend").backend; }
-inline void barrier() { detail_dist::check_mpi(MPI_Barrier(detail_dist::live("barrier").world), "MPI_Barrier"); }
+// The world as a group.
+inline const ProcessGroup& world() {
+  detail_dist::live("world");
+  return *detail_dist::world_holder().group;
+}
+// A group of the given world ranks (every rank of the world calls it, members or not).
+inline std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) {
+  auto& s = detail_dist::live("new_group");
+  std::sort(ranks.begin(), ranks.end());
+  REEL_CHECK(std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end(), value_error,
+             "distributed::new_group: a rank is listed twice");
+  for (int r : ranks)
+    REEL_CHECK(r >= 0 && r < s.size, value_error, "distributed::new_group: rank ", r, " is not in a world of ", s.size);
+  MPI_Group all, sub;
+  detail_dist::check_mpi(MPI_Comm_group(s.world, &all), "MPI_Comm_group");
+  detail_dist::check_mpi(MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &sub), "MPI_Group_incl");
+  MPI_Comm comm = MPI_COMM_NULL;
+  detail_dist::check_mpi(MPI_Comm_create(s.world, sub, &comm), "MPI_Comm_create");
+  MPI_Group_free(&sub);
+  MPI_Group_free(&all);
+  return std::make_shared<ProcessGroup>(comm, std::move(ranks));
+}
+inline void barrier(CollectiveOptions o = {}) {
+  const ProcessGroup& g = detail_dist::group_of(o, "barrier");
+  detail_dist::launch(o, [&](MPI_Request* r) { return MPI_Ibarrier(g.comm(), r); }, {}, {}, "MPI_Ibarrier").wait();
+}
 // Leaves the process group (and ends MPI when init_process_group started it).
 inline void destroy_process_group() {
   auto& s = detail_dist::live("destroy_process_group");
+  detail_dist::world_holder().group.reset();
   detail_dist::check_mpi(MPI_Comm_free(&s.world), "MPI_Comm_free");
   s.initialized = false;
   if (s.finalize_mpi) {
@@ -217,89 +403,241 @@ inline void destroy_process_group() {
   }
 }
 
-// t = op over every rank's t, on every rank.
+// t = op over the group's t, on every member.
 template <class T, class D>
-void all_reduce(Tensor<T, D>& t, ReduceOp op = ReduceOp::SUM) {
+Work all_reduce(Tensor<T, D>& t, ReduceOp op = ReduceOp::SUM, CollectiveOptions o = {}) {
   detail_dist::check_cpu<T, D>("all_reduce");
-  auto& s = detail_dist::live("all_reduce");
-  if (op == ReduceOp::AVG)
-    REEL_CHECK(is_floating_v<T> || is_complex_v<T>, type_error,
-               "distributed::all_reduce: AVG needs a floating point or complex tensor (an integer mean would be rounded)");
-  detail_dist::Buffer<T> b(t);
-  detail_dist::check_mpi(MPI_Allreduce(MPI_IN_PLACE, b.ptr(), b.count(), detail_dist::datatype<T>(),
-                                       detail_dist::mpi_op<T>(op), s.world),
-                         "MPI_Allreduce");
-  if (op == ReduceOp::AVG && s.size > 1) {
-    if constexpr (is_floating_v<T> || is_complex_v<T>) {
-      T* p = b.ptr();
-      for (int64_t i = 0; i < b.data.numel(); ++i) {
-        if constexpr (detail_dist::is_half_v<T>)
-          p[i] = static_cast<T>(static_cast<float>(p[i]) / static_cast<float>(s.size));
-        else if constexpr (is_complex_v<T>)
-          p[i] /= static_cast<typename T::value_type>(s.size);
-        else
-          p[i] /= static_cast<T>(s.size);
-      }
-    }
-  }
-  b.finish(true);
+  detail_dist::check_avg<T>(op, "all_reduce");
+  const ProcessGroup& g = detail_dist::group_of(o, "all_reduce");
+  auto data = detail_dist::contiguous_of(t);
+  const int n = detail_dist::count_of(data.numel(), "all_reduce");
+  return detail_dist::launch(
+      o,
+      [&](MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, data.mutable_data_ptr(), n, detail_dist::datatype<T>(),
+                              detail_dist::mpi_op<T>(op), g.comm(), r);
+      },
+      [t, data, op, size = g.size()]() mutable {
+        if (op == ReduceOp::AVG) detail_dist::divide(data, size);
+        detail_dist::write_back(t, data);
+      },
+      {detail_dist::hold(data)}, "MPI_Iallreduce");
 }
 template <class T, class D>
-void all_reduce(Tensor<T, D>&& t, ReduceOp op = ReduceOp::SUM) {
-  all_reduce(t, op);
+Work all_reduce(Tensor<T, D>&& t, ReduceOp op = ReduceOp::SUM, CollectiveOptions o = {}) {
+  return all_reduce(t, op, o);
 }
 
-// t = src's t, on every rank.
+// t = op over the group's t, on rank dst only (the others' t is unchanged).
 template <class T, class D>
-void broadcast(Tensor<T, D>& t, int src) {
+Work reduce(Tensor<T, D>& t, int dst, ReduceOp op = ReduceOp::SUM, CollectiveOptions o = {}) {
+  detail_dist::check_cpu<T, D>("reduce");
+  detail_dist::check_avg<T>(op, "reduce");
+  const ProcessGroup& g = detail_dist::group_of(o, "reduce");
+  const int root = g.group_rank(dst, "reduce");
+  const bool mine = g.rank() == root;
+  auto data = detail_dist::contiguous_of(t);
+  auto out = mine ? data : empty<T, CPU>(t.sizes());  // (the others' results go nowhere)
+  const int n = detail_dist::count_of(data.numel(), "reduce");
+  return detail_dist::launch(
+      o,
+      [&](MPI_Request* r) {
+        return MPI_Ireduce(mine ? MPI_IN_PLACE : data.mutable_data_ptr(), mine ? data.mutable_data_ptr() : out.mutable_data_ptr(),
+                           n, detail_dist::datatype<T>(), detail_dist::mpi_op<T>(op), root, g.comm(), r);
+      },
+      [t, data, op, mine, size = g.size()]() mutable {
+        if (!mine) return;
+        if (op == ReduceOp::AVG) detail_dist::divide(data, size);
+        detail_dist::write_back(t, data);
+      },
+      {detail_dist::hold(data), detail_dist::hold(out)}, "MPI_Ireduce");
+}
+
+// t = src's t, on every member.
+template <class T, class D>
+Work broadcast(Tensor<T, D>& t, int src, CollectiveOptions o = {}) {
   detail_dist::check_cpu<T, D>("broadcast");
-  auto& s = detail_dist::live("broadcast");
-  REEL_CHECK(src >= 0 && src < s.size, value_error, "distributed::broadcast: src ", src, " is not a rank of a world of ", s.size);
-  detail_dist::Buffer<T> b(t);
-  detail_dist::check_mpi(MPI_Bcast(b.ptr(), b.count(), detail_dist::datatype<T>(), src, s.world), "MPI_Bcast");
-  b.finish(s.rank != src);
+  const ProcessGroup& g = detail_dist::group_of(o, "broadcast");
+  const int root = g.group_rank(src, "broadcast");
+  auto data = detail_dist::contiguous_of(t);
+  const int n = detail_dist::count_of(data.numel(), "broadcast");
+  return detail_dist::launch(
+      o, [&](MPI_Request* r) { return MPI_Ibcast(data.mutable_data_ptr(), n, detail_dist::datatype<T>(), root, g.comm(), r); },
+      [t, data, mine = g.rank() == root]() {
+        if (!mine) detail_dist::write_back(t, data);
+      },
+      {detail_dist::hold(data)}, "MPI_Ibcast");
 }
 template <class T, class D>
-void broadcast(Tensor<T, D>&& t, int src) {
-  broadcast(t, src);
+Work broadcast(Tensor<T, D>&& t, int src, CollectiveOptions o = {}) {
+  return broadcast(t, src, o);
 }
 
-// out = the ranks' t concatenated along a new leading dim ([world_size, *t.sizes()]) or along
-// dim 0 ([world_size * t.size(0), ...]), as torch.distributed.all_gather_into_tensor.
+// out = the members' t, in group order: [size * t.numel()] elements (e.g. [size, *t.sizes()]
+// or t's dim 0 times size), as torch.distributed.all_gather_into_tensor.
 template <class T, class D>
-void all_gather_into_tensor(Tensor<T, D>& out, const Tensor<T, D>& t) {
+Work all_gather_into_tensor(Tensor<T, D>& out, const Tensor<T, D>& t, CollectiveOptions o = {}) {
   detail_dist::check_cpu<T, D>("all_gather_into_tensor");
-  auto& s = detail_dist::live("all_gather_into_tensor");
-  REEL_CHECK(out.numel() == t.numel() * s.size, value_error, "distributed::all_gather_into_tensor: the output has ",
-             out.numel(), " elements, world_size * input ", t.numel() * s.size);
-  Tensor<T, CPU> in = t.is_contiguous() ? t : t.contiguous();
-  detail_dist::Buffer<T> b(out);
-  detail_dist::Buffer<T> src(in);
-  detail_dist::check_mpi(MPI_Allgather(src.ptr(), src.count(), detail_dist::datatype<T>(), b.ptr(), src.count(),
-                                       detail_dist::datatype<T>(), s.world),
-                         "MPI_Allgather");
-  b.finish(true);
+  const ProcessGroup& g = detail_dist::group_of(o, "all_gather_into_tensor");
+  REEL_CHECK(out.numel() == t.numel() * g.size(), value_error, "distributed::all_gather_into_tensor: the output has ",
+             out.numel(), " elements, the group's size times the input's ", t.numel() * g.size());
+  auto in = detail_dist::contiguous_of(t);
+  auto data = detail_dist::contiguous_of(out);
+  const int n = detail_dist::count_of(in.numel(), "all_gather_into_tensor");
+  return detail_dist::launch(
+      o,
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(in.mutable_data_ptr(), n, detail_dist::datatype<T>(), data.mutable_data_ptr(), n,
+                              detail_dist::datatype<T>(), g.comm(), r);
+      },
+      [out, data]() { detail_dist::write_back(out, data); }, {detail_dist::hold(in), detail_dist::hold(data)},
+      "MPI_Iallgather");
+}
+// out[k] = member k's t. An empty list is filled with tensors shaped like t.
+template <class T, class D>
+Work all_gather(std::vector<Tensor<T, D>>& out, const Tensor<T, D>& t, CollectiveOptions o = {}) {
+  detail_dist::check_cpu<T, D>("all_gather");
+  const ProcessGroup& g = detail_dist::group_of(o, "all_gather");
+  if (out.empty())
+    for (int r = 0; r < g.size(); ++r) out.push_back(empty<T, D>(t.sizes()));
+  detail_dist::same_shapes(out, t.sizes(), static_cast<size_t>(g.size()), "all_gather");
+  Shape whole = t.sizes();
+  whole.insert(0, g.size());
+  auto all = empty<T, CPU>(whole);
+  auto in = detail_dist::contiguous_of(t);
+  const int n = detail_dist::count_of(in.numel(), "all_gather");
+  return detail_dist::launch(
+      o,
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(in.mutable_data_ptr(), n, detail_dist::datatype<T>(), all.mutable_data_ptr(), n,
+                              detail_dist::datatype<T>(), g.comm(), r);
+      },
+      [list = out, all]() mutable {
+        for (size_t k = 0; k < list.size(); ++k) list[k].copy_(all.select(0, static_cast<int64_t>(k)));
+      },
+      {detail_dist::hold(in), detail_dist::hold(all)}, "MPI_Iallgather");
 }
 
-
-// out[r] = rank r's t. An empty list is filled with fresh tensors shaped like t; otherwise it
-// must hold world_size() tensors of t's shape.
+// out = op over the members of their in[k], where k is this rank's place in the group.
 template <class T, class D>
-void all_gather(std::vector<Tensor<T, D>>& out, const Tensor<T, D>& t) {
-  detail_dist::check_cpu<T, D>("all_gather");
-  auto& s = detail_dist::live("all_gather");
-  if (out.empty())
-    for (int r = 0; r < s.size; ++r) out.push_back(empty<T, D>(t.sizes()));
-  REEL_CHECK(out.size() == static_cast<size_t>(s.size), value_error, "distributed::all_gather: the output list has ",
-             out.size(), " tensors for a world of ", s.size);
-  for (const auto& o : out)
-    REEL_CHECK(o.sizes() == t.sizes(), value_error, "distributed::all_gather: an output has shape ", o.sizes(),
-               ", the input ", t.sizes());
+Work reduce_scatter(Tensor<T, D>& out, const std::vector<Tensor<T, D>>& in, ReduceOp op = ReduceOp::SUM,
+                    CollectiveOptions o = {}) {
+  detail_dist::check_cpu<T, D>("reduce_scatter");
+  detail_dist::check_avg<T>(op, "reduce_scatter");
+  const ProcessGroup& g = detail_dist::group_of(o, "reduce_scatter");
+  detail_dist::same_shapes(in, out.sizes(), static_cast<size_t>(g.size()), "reduce_scatter");
+  auto all = detail_dist::stacked(in, out.sizes());
+  auto data = empty<T, CPU>(out.sizes());
+  const int n = detail_dist::count_of(data.numel(), "reduce_scatter");
+  return detail_dist::launch(
+      o,
+      [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(all.mutable_data_ptr(), data.mutable_data_ptr(), n, detail_dist::datatype<T>(),
+                                         detail_dist::mpi_op<T>(op), g.comm(), r);
+      },
+      [out, data, op, size = g.size()]() mutable {
+        if (op == ReduceOp::AVG) detail_dist::divide(data, size);
+        out.copy_(data);
+      },
+      {detail_dist::hold(all), detail_dist::hold(data)}, "MPI_Ireduce_scatter_block");
+}
+
+// dst gets every member's t in gather_list (group order); the others pass an empty list.
+template <class T, class D>
+Work gather(const Tensor<T, D>& t, std::vector<Tensor<T, D>>& gather_list, int dst, CollectiveOptions o = {}) {
+  detail_dist::check_cpu<T, D>("gather");
+  const ProcessGroup& g = detail_dist::group_of(o, "gather");
+  const int root = g.group_rank(dst, "gather");
+  const bool mine = g.rank() == root;
+  if (mine && gather_list.empty())
+    for (int r = 0; r < g.size(); ++r) gather_list.push_back(empty<T, D>(t.sizes()));
+  if (mine) detail_dist::same_shapes(gather_list, t.sizes(), static_cast<size_t>(g.size()), "gather");
   Shape whole = t.sizes();
-  whole.insert(0, s.size);
-  Tensor<T, D> all = empty<T, D>(whole);
-  all_gather_into_tensor(all, t);
-  for (int r = 0; r < s.size; ++r) out[static_cast<size_t>(r)].copy_(all.select(0, r));
+  whole.insert(0, mine ? g.size() : 0);
+  auto all = empty<T, CPU>(whole);
+  auto in = detail_dist::contiguous_of(t);
+  const int n = detail_dist::count_of(in.numel(), "gather");
+  return detail_dist::launch(
+      o,
+      [&](MPI_Request* r) {
+        return MPI_Igather(in.mutable_data_ptr(), n, detail_dist::datatype<T>(), mine ? all.mutable_data_ptr() : nullptr,
+                           n, detail_dist::datatype<T>(), root, g.comm(), r);
+      },
+      [list = gather_list, all, mine]() mutable {
+        if (mine)
+          for (size_t k = 0; k < list.size(); ++k) list[k].copy_(all.select(0, static_cast<int64_t>(k)));
+      },
+      {detail_dist::hold(in), detail_dist::hold(all)}, "MPI_Igather");
+}
+
+// out = scatter_list[k] of rank src, where k is this rank's place in the group (the others
+// pass an empty list).
+template <class T, class D>
+Work scatter(Tensor<T, D>& out, const std::vector<Tensor<T, D>>& scatter_list, int src, CollectiveOptions o = {}) {
+  detail_dist::check_cpu<T, D>("scatter");
+  const ProcessGroup& g = detail_dist::group_of(o, "scatter");
+  const int root = g.group_rank(src, "scatter");
+  const bool mine = g.rank() == root;
+  if (mine) detail_dist::same_shapes(scatter_list, out.sizes(), static_cast<size_t>(g.size()), "scatter");
+  auto all = mine ? detail_dist::stacked(scatter_list, out.sizes()) : empty<T, CPU>({0});
+  auto data = empty<T, CPU>(out.sizes());
+  const int n = detail_dist::count_of(data.numel(), "scatter");
+  return detail_dist::launch(
+      o,
+      [&](MPI_Request* r) {
+        return MPI_Iscatter(mine ? all.mutable_data_ptr() : nullptr, n, detail_dist::datatype<T>(), data.mutable_data_ptr(),
+                            n, detail_dist::datatype<T>(), root, g.comm(), r);
+      },
+      [out, data]() mutable { out.copy_(data); }, {detail_dist::hold(all), detail_dist::hold(data)}, "MPI_Iscatter");
+}
+
+// out[k] = member k's in[r], where r is this rank's place: every member sends in[k] to member k.
+template <class T, class D>
+Work all_to_all(std::vector<Tensor<T, D>>& out, const std::vector<Tensor<T, D>>& in, CollectiveOptions o = {}) {
+  detail_dist::check_cpu<T, D>("all_to_all");
+  const ProcessGroup& g = detail_dist::group_of(o, "all_to_all");
+  REEL_CHECK(!in.empty(), value_error, "distributed::all_to_all: the input list is empty");
+  detail_dist::same_shapes(in, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
+  if (out.empty())
+    for (int r = 0; r < g.size(); ++r) out.push_back(empty<T, D>(in[0].sizes()));
+  detail_dist::same_shapes(out, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
+  auto send = detail_dist::stacked(in, in[0].sizes());
+  auto recv = empty<T, CPU>(send.sizes());
+  const int n = detail_dist::count_of(in[0].numel(), "all_to_all");
+  return detail_dist::launch(
+      o,
+      [&](MPI_Request* r) {
+        return MPI_Ialltoall(send.mutable_data_ptr(), n, detail_dist::datatype<T>(), recv.mutable_data_ptr(), n,
+                             detail_dist::datatype<T>(), g.comm(), r);
+      },
+      [list = out, recv]() mutable {
+        for (size_t k = 0; k < list.size(); ++k) list[k].copy_(recv.select(0, static_cast<int64_t>(k)));
+      },
+      {detail_dist::hold(send), detail_dist::hold(recv)}, "MPI_Ialltoall");
+}
+
+// Point to point (dst / src: world ranks). {.async_op = true}: isend / irecv.
+template <class T, class D>
+Work send(const Tensor<T, D>& t, int dst, int tag = 0, CollectiveOptions o = {}) {
+  detail_dist::check_cpu<T, D>("send");
+  const ProcessGroup& g = detail_dist::group_of(o, "send");
+  const int peer = g.group_rank(dst, "send");
+  auto data = detail_dist::contiguous_of(t);
+  const int n = detail_dist::count_of(data.numel(), "send");
+  return detail_dist::launch(
+      o, [&](MPI_Request* r) { return MPI_Isend(data.mutable_data_ptr(), n, detail_dist::datatype<T>(), peer, tag, g.comm(), r); },
+      {}, {detail_dist::hold(data)}, "MPI_Isend");
+}
+template <class T, class D>
+Work recv(Tensor<T, D>& t, int src, int tag = 0, CollectiveOptions o = {}) {
+  detail_dist::check_cpu<T, D>("recv");
+  const ProcessGroup& g = detail_dist::group_of(o, "recv");
+  const int peer = g.group_rank(src, "recv");
+  auto data = detail_dist::contiguous_of(t);
+  const int n = detail_dist::count_of(data.numel(), "recv");
+  return detail_dist::launch(
+      o, [&](MPI_Request* r) { return MPI_Irecv(data.mutable_data_ptr(), n, detail_dist::datatype<T>(), peer, tag, g.comm(), r); },
+      [t, data]() { detail_dist::write_back(t, data); }, {detail_dist::hold(data)}, "MPI_Irecv");
 }
 
 }  // namespace reel::distributed

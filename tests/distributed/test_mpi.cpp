@@ -99,7 +99,93 @@ TEST_CASE("mpi: a strided tensor, complex sums, bool, broadcast from every rank,
   dist::all_gather_into_tensor(whole, ramp<int64_t>(3, r));
   for (int k = 0; k < n; ++k) CHECK(values(Tensor<int64_t>(whole.slice(0, 3 * k, 3 * k + 3))) == values(ramp<int64_t>(3, k)));
   std::vector<Tensor<int64_t>> wrong(1, empty<int64_t>({3}));
-  CHECK_THROWS_WITH_AS(dist::all_gather(wrong, ramp<int64_t>(3, r)), doctest::Contains("for a world of"), value_error);
+  CHECK_THROWS_WITH_AS(dist::all_gather(wrong, ramp<int64_t>(3, r)), doctest::Contains("tensors for a group of"), value_error);
+}
+
+TEST_CASE("mpi: reduce, reduce_scatter, gather, scatter, all_to_all, send / recv") {
+  const int n = dist::world_size();
+  const int r = dist::rank();
+  const double tri = n * (n + 1) / 2.0;  // sum over ranks of r + 1
+  for (int dst = 0; dst < n; ++dst) {
+    Tensor<double> t = ramp<double>(3, r);
+    dist::reduce(t, dst);
+    if (r == dst)
+      CHECK(values(t) == std::vector<double>{tri, tri + n, tri + 2 * n});
+    else
+      CHECK(values(t) == values(ramp<double>(3, r)));  // unchanged
+  }
+  {  // member k receives the sum over ranks of their in[k]
+    std::vector<Tensor<float>> in;
+    for (int k = 0; k < n; ++k) in.push_back(ramp<float>(2, 100.0 * k + r));
+    Tensor<float> out = empty<float>({2});
+    dist::reduce_scatter(out, in);
+    CHECK(values(out) == std::vector<double>{100.0 * r * n + tri, 100.0 * r * n + tri + n});
+  }
+  for (int dst = 0; dst < n; ++dst) {
+    std::vector<Tensor<int32_t>> got;
+    dist::gather(ramp<int32_t>(2, r), got, dst);
+    if (r == dst) {
+      REQUIRE(got.size() == static_cast<size_t>(n));
+      for (int k = 0; k < n; ++k) CHECK(values(got[static_cast<size_t>(k)]) == values(ramp<int32_t>(2, k)));
+    } else {
+      CHECK(got.empty());
+    }
+  }
+  for (int src = 0; src < n; ++src) {
+    std::vector<Tensor<int64_t>> parts;
+    if (r == src)
+      for (int k = 0; k < n; ++k) parts.push_back(ramp<int64_t>(2, 10.0 * k));
+    Tensor<int64_t> mine = empty<int64_t>({2});
+    dist::scatter(mine, parts, src);
+    CHECK(values(mine) == values(ramp<int64_t>(2, 10.0 * r)));
+  }
+  {  // every rank sends 100 r + k to rank k
+    std::vector<Tensor<double>> in, out;
+    for (int k = 0; k < n; ++k) in.push_back(ramp<double>(1, 100.0 * r + k));
+    dist::all_to_all(out, in);
+    REQUIRE(out.size() == static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) CHECK(values(out[static_cast<size_t>(k)]) == values(ramp<double>(1, 100.0 * k + r)));
+  }
+  {  // a ring: send to the next rank, receive from the previous one (both started, then waited)
+    Tensor<double> mine = ramp<double>(4, r), theirs = zeros<double>({4});
+    auto s = dist::send(mine, (r + 1) % n, /*tag=*/7, {.async_op = true});
+    auto q = dist::recv(theirs, (r + n - 1) % n, 7, {.async_op = true});
+    q.wait();
+    s.wait();
+    CHECK(values(theirs) == values(ramp<double>(4, (r + n - 1) % n)));
+  }
+}
+
+TEST_CASE("mpi: asynchronous all_reduce and groups") {
+  const int n = dist::world_size();
+  const int r = dist::rank();
+  Tensor<float> a = ramp<float>(1000, r);
+  Tensor<float> at = from_vector<float>({1, 2, 3, 4}, {2, 2}).transpose(0, 1);  // through a copy
+  auto w1 = dist::all_reduce(a, dist::ReduceOp::SUM, {.async_op = true});
+  auto w2 = dist::all_reduce(at, dist::ReduceOp::MAX, {.async_op = true});
+  w2.wait();
+  w1.wait();
+  CHECK(w1.is_completed());
+  CHECK(values(a)[999] == doctest::Approx(n * (n + 1) / 2.0 + 999.0 * n));
+  CHECK(values(at) == std::vector<double>{1, 3, 2, 4});  // (the same on every rank; written back)
+  // a group of ranks 0 and n - 1; the others are not members
+  auto g = dist::new_group({0, n - 1});
+  CHECK(g->size() == 2);
+  CHECK(g->ranks() == std::vector<int>{0, n - 1});
+  Tensor<double> v = ramp<double>(1, r);
+  if (g->is_member()) {
+    dist::all_reduce(v, dist::ReduceOp::SUM, {.group = g.get()});
+    CHECK(values(v)[0] == doctest::Approx(1.0 + n));
+    Tensor<double> b = ramp<double>(1, r);
+    dist::broadcast(b, n - 1, {.group = g.get()});
+    CHECK(values(b)[0] == doctest::Approx(n));
+    dist::barrier({.group = g.get()});
+  } else {
+    CHECK(g->rank() == -1);
+    CHECK_THROWS_WITH_AS(dist::all_reduce(v, dist::ReduceOp::SUM, {.group = g.get()}), doctest::Contains("not in the group"),
+                         error);
+  }
+  dist::barrier();
 }
 
 int main(int argc, char** argv) {
