@@ -358,3 +358,26 @@ TEST_CASE("piecewise-constant ops give zero gradients; bool results cut the grap
   REQUIRE(v.grad().defined());
   CHECK(v.grad().to_vector() == std::vector<double>{0, 0});
 }
+
+TEST_CASE("autograd: post-accumulate-grad hooks and callbacks queued for the end of the pass") {
+  Tensor<double> w = from_vector<double>({1, 2}, {2}).requires_grad_();
+  Tensor<double> v = from_vector<double>({3, 4}, {2}).requires_grad_();
+  std::vector<std::string> log;
+  auto h = w.register_post_accumulate_grad_hook([&](const Tensor<double>& leaf) {
+    log.push_back("w " + std::to_string(leaf.grad().to_vector()[1]));  // the accumulated .grad
+    if (log.size() == 1) autograd::queue_callback([&] { log.push_back("end"); });
+  });
+  v.register_post_accumulate_grad_hook([&](const Tensor<double>&) { log.push_back("v"); });
+  Tensor<double>(sum(w * w * v)).backward();
+  CHECK(log == std::vector<std::string>{"w 16.000000", "v", "end"});  // d/dw1 = 2 w1 v1 = 16
+  log.clear();
+  Tensor<double>(sum(w * v)).backward();  // accumulates: 16 + 4
+  CHECK(log == std::vector<std::string>{"w 20.000000", "v", "end"});  // (queued again: the log was cleared)
+  h.remove();
+  log.clear();
+  Tensor<double>(sum(w)).backward();
+  CHECK(log.empty());
+  CHECK_THROWS_WITH_AS(autograd::queue_callback([] {}), doctest::Contains("no backward pass is running"), error);
+  Tensor<double> nonleaf = w * 2.0;
+  CHECK_THROWS_AS(nonleaf.register_post_accumulate_grad_hook([](const Tensor<double>&) {}), error);
+}

@@ -18,6 +18,13 @@ Tensor<T> ramp(int64_t n, double r) {  // element i: r + 1 + i
   for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<T>(r + 1 + static_cast<double>(i)));
   return from_vector<T>(v, {n});
 }
+void check_all_close(const Tensor<double>& a, const Tensor<double>& b) {
+  REQUIRE(a.defined());
+  REQUIRE(b.defined());
+  REQUIRE(a.sizes() == b.sizes());
+  auto x = a.contiguous().to_vector(), y = b.contiguous().to_vector();
+  for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == doctest::Approx(y[i]).epsilon(1e-12).scale(1));
+}
 template <class T>
 std::vector<double> values(const Tensor<T>& t) {
   std::vector<double> v;
@@ -186,6 +193,66 @@ TEST_CASE("mpi: asynchronous all_reduce and groups") {
                          error);
   }
   dist::barrier();
+}
+
+TEST_CASE("mpi: DistributedDataParallel gives the full batch's gradients, overlaps, no_sync, unused parameters") {
+  const int n = dist::world_size();
+  const int r = dist::rank();
+  const int64_t rows = 12, per = rows / n;  // (12: divisible by 2 and 3)
+  Generator g(42);  // the same data and initial weights on every rank...
+  Tensor<double> X = randn<double>({rows, 4}, g), Y = randn<double>({rows, 2}, g);
+  Tensor<double> W1_0 = randn<double>({4, 5}, g), b1_0 = randn<double>({5}, g), W2_0 = randn<double>({5, 2}, g),
+                 b2_0 = randn<double>({2}, g);
+  auto loss_of = [](const Tensor<double>& x, const Tensor<double>& y, const std::vector<Tensor<double>>& p) {
+    Tensor<double> h = tanh(matmul(x, p[0]) + p[1]);
+    Tensor<double> d = matmul(h, p[2]) + p[3] - y;
+    return Tensor<double>(mean(Tensor<double>(d * d)));
+  };
+  auto fresh = [&](double skew) {  // ...except that ranks other than 0 start perturbed: DDP broadcasts rank 0's
+    return std::vector<Tensor<double>>{Tensor<double>(W1_0 + skew).requires_grad_(), Tensor<double>(b1_0 + skew).requires_grad_(),
+                                       Tensor<double>(W2_0 + skew).requires_grad_(), Tensor<double>(b2_0 + skew).requires_grad_()};
+  };
+  auto ref = fresh(0);  // the whole batch in one process
+  loss_of(X, Y, ref).backward();
+  auto params = fresh(r == 0 ? 0.0 : 0.5);
+  nn::parallel::DistributedDataParallel<double> ddp(params, {.bucket_cap_mb = 1e-6});  // one bucket per parameter
+  CHECK(ddp.bucket_count() == 4);
+  CHECK(ddp.buckets().front() == std::vector<size_t>{3});  // the last registered first
+  Tensor<double> xs = X.slice(0, r * per, (r + 1) * per), ys = Y.slice(0, r * per, (r + 1) * per);
+  loss_of(xs, ys, params).backward();
+  for (size_t k = 0; k < 4; ++k) {
+    CAPTURE(k);
+    check_all_close(params[k].grad(), ref[k].grad());
+  }
+  // the first bucket's all-reduce started before backward had produced every gradient
+  const auto& ev = ddp.events();
+  REQUIRE(!ev.empty());
+  CHECK(ev.back() == "end");
+  auto at = [&](const std::string& e) { return std::find(ev.begin(), ev.end(), e) - ev.begin(); };
+  CHECK(at("launch 0") < at("ready 0"));  // (parameter 0, W1, is the last one backward reaches)
+  // no_sync: local gradients accumulate; the next synchronized backward reduces their sum
+  for (auto& p : params) p.set_grad(Tensor<double>());
+  {
+    auto guard = ddp.no_sync();
+    loss_of(xs, ys, params).backward();
+  }
+  auto local = fresh(0);
+  loss_of(xs, ys, local).backward();
+  check_all_close(params[0].grad(), local[0].grad());  // not reduced
+  loss_of(xs, ys, params).backward();
+  for (size_t k = 0; k < 4; ++k) check_all_close(params[k].grad(), Tensor<double>(ref[k].grad() * 2.0));
+  // a parameter without a gradient: an error, or zeros with find_unused_parameters
+  auto p2 = fresh(0);
+  nn::parallel::DistributedDataParallel<double> strict(p2, {.bucket_cap_mb = 1e-6});
+  auto partial = [&](const std::vector<Tensor<double>>& p) { return mean(Tensor<double>(tanh(matmul(xs, p[0]) + p[1]))); };
+  CHECK_THROWS_WITH_AS(Tensor<double>(partial(p2)).backward(), doctest::Contains("parameters 2, 3 received no gradient"), error);
+  auto p3 = fresh(0);
+  nn::parallel::DistributedDataParallel<double> lenient(p3, {.bucket_cap_mb = 1e-6, .find_unused_parameters = true});
+  Tensor<double>(partial(p3)).backward();
+  auto p4 = fresh(0);
+  Tensor<double>(mean(Tensor<double>(tanh(matmul(X, p4[0]) + p4[1])))).backward();  // (per-rank means of equal shards)
+  check_all_close(p3[0].grad(), p4[0].grad());
+  CHECK(values(p3[3].grad()) == std::vector<double>{0, 0});
 }
 
 int main(int argc, char** argv) {

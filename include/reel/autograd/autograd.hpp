@@ -117,6 +117,14 @@ void backward(std::initializer_list<Tensor<T, D>> outputs, std::initializer_list
            std::span<const Tensor<T, D>>(grad_outputs.begin(), grad_outputs.size()), o);
 }
 
+// Runs f when the backward pass running on this thread ends (PyTorch's
+// Variable._execution_engine.queue_callback): e.g. from a hook, to act once every gradient is
+// in. Called outside a backward pass, it raises.
+inline void queue_callback(std::function<void()> f) {
+  REEL_CHECK(reel::detail::backward_depth() > 0, error, "queue_callback: no backward pass is running on this thread");
+  reel::detail::final_callbacks().push_back(std::move(f));
+}
+
 // ------------------------------------------------------------------ forward mode
 namespace forward_ad {
 

@@ -48,7 +48,7 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
   static std::atomic<uint64_t> epochs{0};
   const uint64_t epoch = ++epochs;
   // A pass run by a node of another pass on this thread keeps the marks it overwrites.
-  thread_local int depth = 0;
+  int& depth = backward_depth();
   struct Mark {
     Node* n;
     uint64_t mark;
@@ -59,7 +59,7 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
     std::vector<Mark> marks;
     explicit Nesting(int& x) : d(x) { ++d; }
     ~Nesting() {
-      --d;
+      if (--d == 0) final_callbacks().clear();  // (a pass that failed leaves none behind)
       for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
         it->n->visit_mark = it->mark;
         it->n->visit_index = it->index;
@@ -189,6 +189,12 @@ REEL_INLINE GradList run_backward(BackwardTask& task) {
       for (auto& e : nodes[i]->next)
         if (e.fn && e.fn->is_accumulator() && --feeds[e.fn->visit_index] == 0) run_node(e.fn->visit_index);
   }
+  if (!nested)
+    while (!final_callbacks().empty()) {
+      auto cbs = std::move(final_callbacks());
+      final_callbacks().clear();
+      for (auto& f : cbs) f();
+    }
   return captured;
 }
 

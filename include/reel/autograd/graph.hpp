@@ -162,6 +162,7 @@ struct AutogradMeta : AutogradMetaBase {
   bool retains_grad = false;
   bool is_view = false;  // a differentiable view: in-place writes to it are refused
   std::shared_ptr<HookList> hooks;  // leaves: run before accumulation
+  std::shared_ptr<HookList> post_accumulate_hooks;  // leaves: run on the leaf after accumulation
   std::vector<Tangent> tangents;
 };
 
@@ -312,6 +313,18 @@ inline bool autograd_needed(const TensorImpl* const* ins, size_t n) {
 }
 
 // ------------------------------------------------------------------ the engine
+// Callbacks queued while a backward pass runs on this thread (queue_callback), run in order
+// when the outermost pass ends (PyTorch's Variable._execution_engine.queue_callback).
+inline std::vector<std::function<void()>>& final_callbacks() {
+  thread_local std::vector<std::function<void()>> cbs;
+  return cbs;
+}
+// Backward passes running on this thread (a node may run one of its own: checkpoint).
+inline int& backward_depth() {
+  thread_local int d = 0;
+  return d;
+}
+
 struct BackwardTask {
   std::vector<Edge> roots;
   GradList root_grads;

@@ -74,6 +74,7 @@ struct AccumulateGrad : Node {
     } else {
       type->add_inplace(m.grad, g);
     }
+    if (m.post_accumulate_hooks) m.post_accumulate_hooks->run(leaf);
     return {};
   }
 };

@@ -84,6 +84,21 @@ RemovableHandle Tensor<T, D>::register_hook(F&& f) const {
   return RemovableHandle(list, id);
 }
 template <class T, class D>
+template <class F>
+RemovableHandle Tensor<T, D>::register_post_accumulate_grad_hook(F&& f) const {
+  auto* m = detail::meta_of(impl());
+  REEL_CHECK(m && m->requires_grad && !m->grad_fn, error,
+             "register_post_accumulate_grad_hook: only leaf tensors that require grad accumulate gradients");
+  detail::HookFn fn = [f = std::forward<F>(f)](const detail::GradPtr& leaf) -> detail::GradPtr {
+    f(Tensor<T, D>(leaf));
+    return nullptr;
+  };
+  if (!m->post_accumulate_hooks) m->post_accumulate_hooks = std::make_shared<detail::HookList>();
+  const uint64_t id = detail::next_hook_id();
+  m->post_accumulate_hooks->hooks.push_back({id, std::move(fn)});
+  return RemovableHandle(m->post_accumulate_hooks, id);
+}
+template <class T, class D>
 void Tensor<T, D>::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
   if constexpr (detail::autograd_type_v<T, D>) {
     detail::GradRequest q;

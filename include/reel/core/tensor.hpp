@@ -202,6 +202,8 @@ class Tensor {
   bool retains_grad() const;
   // f(grad) -> Tensor (a replacement gradient) or void; runs when this tensor's gradient is computed.
   template <class F> RemovableHandle register_hook(F&& f) const;
+  // f(const Tensor& leaf) after backward() has accumulated into this leaf's .grad.
+  template <class F> RemovableHandle register_post_accumulate_grad_hook(F&& f) const;
 
   // ---- in place (each bumps the version counter; expr/assign.hpp)
   template <class E> Tensor& copy_(const E& src);
