@@ -113,9 +113,7 @@ Work all_gather(std::vector<Tensor<T, D>>& out, const Tensor<T, D>& t, Collectiv
         return MPI_Allgather(in.mutable_data_ptr(), n, detail_dist::datatype<T>(), all.mutable_data_ptr(), n,
                               detail_dist::datatype<T>(), c);
       },
-      [list = out, all]() mutable {
-        for (size_t k = 0; k < list.size(); ++k) list[k].copy_(all.select(0, static_cast<int64_t>(k)));
-      },
+      [list = out, all]() mutable { detail_dist::unstack_into(list, all); },
       {detail_dist::hold(in), detail_dist::hold(all)}, "MPI_Allgather");
 }
 
@@ -165,8 +163,7 @@ Work gather(const Tensor<T, D>& t, std::vector<Tensor<T, D>>& gather_list, int d
                            n, detail_dist::datatype<T>(), root, c);
       },
       [list = gather_list, all, mine]() mutable {
-        if (mine)
-          for (size_t k = 0; k < list.size(); ++k) list[k].copy_(all.select(0, static_cast<int64_t>(k)));
+        if (mine) detail_dist::unstack_into(list, all);
       },
       {detail_dist::hold(in), detail_dist::hold(all)}, "MPI_Gather");
 }
@@ -211,9 +208,7 @@ Work all_to_all(std::vector<Tensor<T, D>>& out, const std::vector<Tensor<T, D>>&
         return MPI_Alltoall(send.mutable_data_ptr(), n, detail_dist::datatype<T>(), recv.mutable_data_ptr(), n,
                              detail_dist::datatype<T>(), c);
       },
-      [list = out, recv]() mutable {
-        for (size_t k = 0; k < list.size(); ++k) list[k].copy_(recv.select(0, static_cast<int64_t>(k)));
-      },
+      [list = out, recv]() mutable { detail_dist::unstack_into(list, recv); },
       {detail_dist::hold(send), detail_dist::hold(recv)}, "MPI_Alltoall");
 }
 

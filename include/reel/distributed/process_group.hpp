@@ -370,13 +370,18 @@ inline const ProcessGroup& group_of(const CollectiveOptions& o, const char* what
 // the communication thread is idle, or, for {.async_op = true}, queued for that thread (calls
 // run in the order they were made, so every rank issues its collectives in program order while
 // the caller goes on: PyTorch's ProcessGroupMPI works the same way).
-template <class Call>
-Work launch(const CollectiveOptions& o, Call call, std::function<void()> finish,
-            std::vector<std::shared_ptr<void>> keep, const char* what) {
+inline std::shared_ptr<Work::State> make_state(std::function<void()> finish, std::vector<std::shared_ptr<void>> keep,
+                                               const char* what) {
   auto st = std::make_shared<Work::State>();
   st->finish = std::move(finish);
   st->keep = std::move(keep);
   st->what = what;
+  return st;
+}
+template <class Call>
+Work launch(const CollectiveOptions& o, Call call, std::function<void()> finish,
+            std::vector<std::shared_ptr<void>> keep, const char* what) {
+  auto st = make_state(std::move(finish), std::move(keep), what);
   if (o.async_op) {
     comm_thread()->post([st, call = std::move(call)]() mutable { st->mark(call()); });
   } else {
@@ -393,10 +398,7 @@ Work launch(const CollectiveOptions& o, Call call, std::function<void()> finish,
 template <class Start>
 Work launch_p2p(const CollectiveOptions& o, Start start, std::function<void()> finish,
                 std::vector<std::shared_ptr<void>> keep, const char* what) {
-  auto st = std::make_shared<Work::State>();
-  st->finish = std::move(finish);
-  st->keep = std::move(keep);
-  st->what = what;
+  auto st = make_state(std::move(finish), std::move(keep), what);
   st->needs_wait = true;
   auto job = [st, start = std::move(start)]() mutable { st->mark(start(&st->request)); };
   if (o.async_op)
@@ -455,6 +457,11 @@ void same_shapes(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes, si
   for (const auto& x : list)
     REEL_CHECK(x.sizes() == sizes, value_error, "distributed::", what, ": a listed tensor has shape ", x.sizes(),
                ", the other argument ", sizes);
+}
+// list[k] = all[k] for each k (a received [n, *sizes] tensor into the caller's list).
+template <class T>
+void unstack_into(std::vector<Tensor<T, CPU>>& list, const Tensor<T, CPU>& all) {
+  for (size_t k = 0; k < list.size(); ++k) list[k].copy_(all.select(0, static_cast<int64_t>(k)));
 }
 // The list's tensors stacked into one contiguous tensor ([n, *sizes]).
 template <class T>
