@@ -23,6 +23,11 @@ void check_same(const TD& a, const TD& b, double tol = 1e-12) {
   REQUIRE(a.sizes() == b.sizes());
   check_close(a, b.contiguous().to_vector(), tol);
 }
+// A custom op's result type without a default constructor.
+struct Reading {
+  explicit Reading(double x) : v(x) {}
+  double v;
+};
 // A small MLP block with captured parameters: x -> tanh(x W1 + b) W2.
 struct Block {
   TD w1, b, w2;
@@ -182,6 +187,13 @@ TEST_CASE("checkpoint: a side-effect op runs once per forward; policies keep or 
     check_same(h3, TD(cos(xd * xd * 3.0) * 6.0 - sin(xd * xd * 3.0) * 36.0 * xd * xd));
     CHECK(tallies == 1);
   }
+  // a side-effect op returning another type (no default constructor): kept, served on replay
+  lib.def("read_sensor(float x) -> Reading", [](double v) { ++tallies; return Reading(2 * v); }, {OpTag::side_effect});
+  tallies = 0;
+  TD ys = checkpoint([](const Ts& in) { return TD(in[0] * ops::call<Reading>("ckpt_test::read_sensor", 1.5).v); }, {x});
+  auto gs = autograd::grad({sum(ys)}, {x})[0];
+  CHECK(tallies == 1);
+  check_same(gs, TD(ones<double>({6}) * 3.0));
   // the policy sees the matrix products
   TD w = randn<double>({6, 6}, g).requires_grad_();
   seen.clear();

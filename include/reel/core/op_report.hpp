@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -135,17 +136,17 @@ R report_op(const OpCall& op, F&& compute) {
     p->autograd.reset();
     return p;
   };
-  // 2. The result.
-  std::conditional_t<std::is_void_v<R>, char, R> result{};
+  // 2. The result (any R: no default constructor needed).
+  std::optional<std::conditional_t<std::is_void_v<R>, char, R>> result;
   if (served) {
     if constexpr (ReportedTensor<R>)
-      result = R(fresh_alias(served->tensor));
+      result.emplace(R(fresh_alias(served->tensor)));
     else if constexpr (!std::is_void_v<R>)
-      result = *static_cast<const R*>(served->value.get());
+      result.emplace(*static_cast<const R*>(served->value.get()));
   } else if constexpr (std::is_void_v<R>) {
     compute();
   } else {
-    result = compute();
+    result.emplace(compute());
   }
   // 3. The forwards being recorded keep it where their policies (or a side effect) say so.
   KeptResult keep;
@@ -154,7 +155,7 @@ R report_op(const OpCall& op, F&& compute) {
     const CheckpointPolicy p = policy_for(*f, op);
     bool save = p == CheckpointPolicy::MUST_SAVE || p == CheckpointPolicy::PREFER_SAVE;
     if constexpr (ReportedTensor<R>) {
-      if (save && result.impl_ptr() && result.requires_grad()) {
+      if (save && result->impl_ptr() && result->requires_grad()) {
         // Its history was recorded inside the op: a kept result could not carry it.
         REEL_CHECK(p == CheckpointPolicy::PREFER_SAVE, error, "checkpoint: ", op.name(),
                    op.has_tag(OpTag::side_effect) ? " has a side effect, so" : " is to be saved, so",
@@ -165,19 +166,21 @@ R report_op(const OpCall& op, F&& compute) {
     }
     if (save && !keep.value) {
       if constexpr (ReportedTensor<R>) {
-        if (result.impl_ptr()) {
-          keep.tensor = fresh_alias(result.impl_ptr());
+        if (result->impl_ptr()) {
+          keep.tensor = fresh_alias(result->impl_ptr());
           keep.version = keep.tensor->storage->version.load(std::memory_order_relaxed);
           keep.value = std::make_shared<R>(R(keep.tensor));
         }
+      } else if constexpr (!std::is_void_v<R>) {
+        keep.value = std::make_shared<R>(*result);
       } else {
-        keep.value = std::make_shared<decltype(result)>(result);
+        keep.value = std::make_shared<char>(0);
       }
       keep.side_effect = op.has_tag(OpTag::side_effect);
     }
     f->calls[key].push_back(save ? keep : KeptResult{});
   }
-  if constexpr (!std::is_void_v<R>) return result;
+  if constexpr (!std::is_void_v<R>) return std::move(*result);
 }
 
 }  // namespace detail
