@@ -298,6 +298,14 @@ std::vector<Shape> param_shapes() {
 // compares parameters and state. With `skip`, some parameters get no gradient on some steps,
 // so step counts (Adam) and momentum buffers (SGD) start at different steps; with
 // `noncontig`, one parameter is a non-contiguous view (the foreach composition runs instead).
+// A parameter: requires grad where autograd records T on D (not half / bfloat16, which are
+// storage types to autograd; an optimizer steps them all the same, from the grads set here).
+template <class T, class D>
+Tensor<T, D> param(Tensor<T, D> t) {
+  if constexpr (reel::detail::autograd_type_v<T, D>) t.requires_grad_();
+  return t;
+}
+
 template <class T, template <class, class> class Opt, class Options>
 void optim_case(const Options& opts, double atol, double rtol, bool skip, bool noncontig = false, int steps = 5) {
   const auto shapes = param_shapes();
@@ -306,14 +314,14 @@ void optim_case(const Options& opts, double atol, double rtol, bool skip, bool n
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (noncontig && i == 11) {
       auto h = host_randn<T>({33, 16});
-      pc.push_back(h.clone().transpose(0, 1).detach().requires_grad_());
-      pd.push_back(dev(h).transpose(0, 1).detach().requires_grad_());
+      pc.push_back(param(h.clone().transpose(0, 1).detach()));
+      pd.push_back(param(dev(h).transpose(0, 1).detach()));
       REQUIRE(!pd.back().is_contiguous());
       continue;
     }
     auto h = host_randn<T>(shapes[i]);
-    pc.push_back(h.clone().requires_grad_());
-    pd.push_back(dev(h).requires_grad_());
+    pc.push_back(param(h.clone()));
+    pd.push_back(param(dev(h)));
   }
   Opt<T, CPU> oc(pc, opts);
   Opt<T, CUDA> od(pd, opts);

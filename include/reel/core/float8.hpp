@@ -45,6 +45,20 @@ struct small_float_format {
   static constexpr std::uint32_t max_finite_bits = FnNaN ? nan_bits - 1 : exp_all_ones - 1;
 };
 
+// std::bit_width, also in CUDA device code: there nvcc 13 folds libstdc++'s std::bit_width
+// (a __builtin_clzll underneath) to 0, which broke every device-side rounding to half,
+// bfloat16 and float8 until it was seen on a GPU (the PTX computed floor(log2|v|) as e2 - 1).
+constexpr int bit_width_u64(std::uint64_t x) noexcept {
+#ifdef __CUDA_ARCH__
+  if (!std::is_constant_evaluated()) return 64 - __clzll(static_cast<long long>(x));
+  int n = 0;
+  for (; x != 0; x >>= 1) ++n;
+  return n;
+#else
+  return static_cast<int>(std::bit_width(x));
+#endif
+}
+
 // 2^k for k in the normal double range, usable in constant expressions
 // (std::ldexp is not constexpr in C++20).
 constexpr double exact_pow2(int k) noexcept {
@@ -71,7 +85,7 @@ constexpr std::uint32_t round_double_to_format(double v, bool saturate) noexcept
     sig |= std::uint64_t{1} << 52;
     e2 = dexp - 1075;
   }
-  const int ev = e2 + static_cast<int>(std::bit_width(sig)) - 1;  // floor(log2|v|)
+  const int ev = e2 + bit_width_u64(sig) - 1;  // floor(log2|v|)
   // Target spacing is 2^(max(ev, emin) - M); below emin the spacing is fixed,
   // which yields subnormals without a separate code path.
   const int eq = ev > Fmt::emin ? ev : Fmt::emin;
