@@ -137,8 +137,28 @@ on_gpu() {
     echo "build: $((SECONDS - start)) s" | tee -a "$logs/summary.txt"
   fi
 
-  local status=0
-  timeout 240 "$bin/reel_cuda_tests" >"$logs/tests.txt" 2>&1 || status=$?
+  # A test case that crashes the binary would hide every case after it: run again without the
+  # crashed ones (each crash's backtrace from cuda-gdb, where the machine has it, in crash.txt).
+  local status=0 excluded="" crashed pass
+  : >"$logs/tests.txt"
+  for pass in 1 2 3 4; do
+    status=0
+    timeout 240 "$bin/reel_cuda_tests" ${excluded:+-tce="$excluded"} >"$logs/tests-$pass.txt" 2>&1 || status=$?
+    cat "$logs/tests-$pass.txt" >>"$logs/tests.txt"
+    crashed=$(grep -B3 "test case CRASHED" "$logs/tests-$pass.txt" | sed -n 's/^TEST CASE: *//p' | head -1)
+    rm -f "$logs/tests-$pass.txt"
+    [ -n "$crashed" ] || break
+    crashed=${crashed//,/?}  # (doctest's filters are comma-separated; ? matches any character)
+    echo "crashed: $crashed (run again without it)" | tee -a "$logs/summary.txt"
+    { echo "== $crashed: its assertions up to the crash (-s)"
+      timeout 120 "$bin/reel_cuda_tests" -tc="$crashed" -s 2>&1 | grep -vE "^(=+|-+)$" | tail -60; } >>"$logs/crash.txt"
+    if command -v cuda-gdb >/dev/null; then  # (the stack's words too: a jump to 0 leaves no frames)
+      timeout 180 cuda-gdb -batch -ex run -ex bt -ex 'x/12a $sp' -ex "info threads" \
+        --args "$bin/reel_cuda_tests" -tc="$crashed" >>"$logs/crash.txt" 2>&1
+    fi
+    excluded="${excluded:+$excluded,}$crashed"
+    status=1
+  done
   tail -40 "$logs/tests.txt"
   : >"$logs/bench.txt"
   for b in "${BINARIES[@]:1}"; do
@@ -149,6 +169,7 @@ on_gpu() {
     echo
     echo "================ reel CUDA summary ================"
     grep -E "test cases:|assertions:" "$logs/tests.txt" | sed 's/^/tests  /'
+    grep -h "^crashed:" "$logs/summary.txt" | sed 's/^/tests  /'
     cat "$logs/bench.txt"
     echo "total: $((SECONDS - start)) s, tests exit status $status"
   } | tee -a "$logs/summary.txt"

@@ -93,8 +93,7 @@ void mm_all_layouts() {
   auto ref = mm(a.template to<double>(), b.template to<double>());
   for (Layout la : kLayouts)
     for (Layout lb : kLayouts) {
-      CAPTURE(layout_name(la));
-      CAPTURE(layout_name(lb));
+      INFO((std::string("a: ") + layout_name(la) + ", b: " + layout_name(lb)));
       auto da = place(a, la), db = place(b, lb);
       poison_cache({m * n});
       auto c = mm(da, db);
@@ -245,7 +244,7 @@ void lce_compare(const LceCase& c, Shape lead, int64_t D, int64_t V, double tol)
   CAPTURE(c.soft);
   CAPTURE(c.bias);
   CAPTURE(c.ignore);
-  CAPTURE(red_name(c.red));
+  INFO((std::string("reduction: ") + red_name(c.red)));
   CAPTURE(c.eps);
   CAPTURE(c.chunk);
   const int64_t N = reel::detail::numel_of(lead);

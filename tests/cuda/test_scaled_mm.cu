@@ -1,8 +1,13 @@
 // FP8 / FP4 scaled_mm, scaled_addmm and scaled_addmm_ on CUDA (cuBLASLt) against the CPU's
 // exact reference on the same quantized operands: every recipe the device has (the others
 // must raise not_implemented_error naming the capability they need), operands in PyTorch's
-// layout and in others, bias, alpha / beta, two-level NVFP4 scales. The bound is the fp32
-// accumulation's: (K + 2) 2^-24 sum |a_k b_k| plus one unit of the output type.
+// layout and in others, bias, alpha / beta, two-level NVFP4 scales. The bound is not fp32
+// accumulation's ((K + 2) 2^-24 sum |a_k b_k|, which the first run on an H200 exceeded by up to
+// a few times on 2% of the elements): Hopper's FP8 tensor cores add a block of products with
+// about 14 bits kept (DeepSeek-V3's report, section 3.3.2) before cuBLASLt promotes the block's
+// sum to fp32, so the bound is 2^-8 sum |a_k b_k| (32-product blocks, each off by up to 2^-13
+// of its magnitude, and twice that), plus two units of the output type. A wrong scale or
+// layout is off by about |result| ~ sum |a_k b_k| / sqrt(K), far past it.
 // (No main here: the CUDA test executable links tests/cuda/main.cpp.)
 #include "common.cuh"
 
@@ -24,9 +29,16 @@ void check_within(const Tensor<Out, CPU>& got, const Tensor<Out, CPU>& want, con
   auto g = got.template to<double>().to_vector(), w = want.template to<double>().to_vector();
   REQUIRE(g.size() == w.size());
   int bad = 0;
-  for (size_t i = 0; i < g.size(); ++i)
-    bad += !(std::abs(g[i] - w[i]) <= double(K + 2) * std::ldexp(mag[i], -24) + 2 * unit_of<Out>(std::abs(w[i])));
+  double worst = 0;  // the largest |got - want| / sum |a_k b_k| seen, beyond the output's rounding
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double off = std::abs(g[i] - w[i]), units = 2 * unit_of<Out>(std::abs(w[i]));
+    bad += !(off <= std::ldexp(mag[i], -8) + units);
+    if (mag[i] > 0) worst = std::max(worst, std::max(off - units, 0.0) / mag[i]);
+  }
   CHECK(bad == 0);
+  (void)K;
+  MESSAGE("K = ", K, ": largest error beyond the output's rounding: 2^", worst > 0 ? std::log2(worst) : -1000.0,
+          " of sum |a_k b_k|");
 }
 // sum_k |a_k| |b_k| over the dequantized operands ([M, K] and [K, N] doubles)
 std::vector<double> magnitudes(const std::vector<double>& a, const std::vector<double>& b, int64_t M, int64_t K, int64_t N) {
@@ -54,7 +66,7 @@ bool runs_here(const char* what, F_&& f) {
     f();
     return true;
   } catch (const not_implemented_error& e) {
-    MESSAGE(what, ": ", e.what());
+    MESSAGE((std::string(what) + ": " + e.what()));
     return false;
   }
 }
@@ -62,7 +74,7 @@ bool runs_here(const char* what, F_&& f) {
 template <class Q, class Qb, class Out>
 void check_recipe(const char* name, ScalingType r, ScalingType rb, SwizzleType sw, bool two_level, int64_t M, int64_t N,
                   int64_t K) {
-  INFO(name);
+  INFO(std::string(name));
   auto xa = host_randn<float>({M, K}), w = host_randn<float>({N, K});
   // mat_a quantized per row; mat_b = W^T with W quantized along K (PyTorch's layout: b = W.t())
   auto qa = F::quantize<Q>(xa, r, {.swizzle = sw, .two_level = two_level});

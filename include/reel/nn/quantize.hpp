@@ -131,20 +131,70 @@ inline int64_t quantize_groups(ScalingType r, int64_t R, int64_t K) {
   return G * nkb;
 }
 // float32 group scales gp ([G, nkb]) as scaled_mm takes them: [G, nkb] (is_a) or [nkb, G].
+// (fill_by_index's function objects are named types: see there)
+struct PlainScaleAt {
+  const float* gp;
+  int64_t G, nkb;
+  bool is_a;
+  REEL_HD float operator()(int64_t i) const { return gp[is_a ? i : (i % G) * nkb + i / G]; }
+};
 template <class D>
 Tensor<float, D> quant_plain_scales(const float* gp, int64_t G, int64_t nkb, bool is_a, Shape shape) {
-  return fill_by_index<float, D>(G * nkb, [=] REEL_HD(int64_t i) { return gp[is_a ? i : (i % G) * nkb + i / G]; })
-      .reshape(std::move(shape));
+  return fill_by_index<float, D>(G * nkb, PlainScaleAt{gp, G, nkb, is_a}).reshape(std::move(shape));
 }
+template <class S>
+struct ByteScaleAt {
+  const float* gp;
+  int64_t R, nkb;
+  SwizzleType sw;
+  REEL_HD S operator()(int64_t i) const {
+    int64_t r = i / nkb, c = i % nkb;
+    if (sw != SwizzleType::NoSwizzle) swizzled_position(sw, i, nkb, r, c);
+    return S(r < R && c < nkb ? gp[r * nkb + c] : 0.0f);
+  }
+};
+// The codes ([R, K] bytes) as Q data in x's layout ([R, Kd], or [Kd, R] when !along_rows).
+template <class Q>
+struct CodeAt {
+  const std::uint8_t* cp;
+  int64_t K, Kd, R;
+  bool along_rows;
+  REEL_HD Q operator()(int64_t i) const {
+    const int64_t r = along_rows ? i / Kd : i % R, k = along_rows ? i % Kd : i / R;
+    const std::uint8_t* row = cp + r * K;
+    if constexpr (is_fp4_v<Q>)
+      return Q::from_bits(static_cast<std::uint8_t>(row[2 * k] | (row[2 * k + 1] << 4)));
+    else
+      return Q::from_bits(row[k]);
+  }
+};
+// One dequantized value: the code at (r, c) of a [rows, VC] byte view times its group's scale.
+template <class Q, class Out>
+struct DequantAt {
+  const std::uint8_t* p;
+  const double* sp;
+  int64_t s0, s1, VC, nkb, kblock;
+  bool along_rows;
+  REEL_HD Out operator()(int64_t i) const {
+    const int64_t r = i / VC, c = i % VC, k = along_rows ? c : r, row = along_rows ? r : c;
+    // (FP4: two values per byte along the packed dim)
+    const int64_t at = is_fp4_v<Q> ? (along_rows ? r * s0 + (c / 2) * s1 : (r / 2) * s0 + c * s1) : r * s0 + c * s1;
+    const std::uint8_t b = p[at];
+    double v;
+    if constexpr (is_fp4_v<Q>)
+      v = float4_e2m1fn_x2::from_bits(static_cast<std::uint8_t>((b >> (4 * (k & 1))) & 0xF)).first();
+    else if constexpr (std::is_same_v<Q, float8_e4m3fn>)
+      v = decode_format_to_double<e4m3fn_format>(b);
+    else
+      v = decode_format_to_double<e5m2_format>(b);
+    return convert<Out>(v * sp[row * nkb + k / kblock]);
+  }
+};
 // One-byte group scales gp ([R, nkb]) as they are or swizzled (padding 0).
 template <class S, class D>
 Tensor<S, D> quant_byte_scales(const float* gp, int64_t R, int64_t nkb, SwizzleType sw) {
   const int64_t n = sw == SwizzleType::NoSwizzle ? R * nkb : swizzled_numel(sw, R, nkb);
-  Tensor<S, D> t = fill_by_index<S, D>(n, [=] REEL_HD(int64_t i) {
-    int64_t r = i / nkb, c = i % nkb;
-    if (sw != SwizzleType::NoSwizzle) swizzled_position(sw, i, nkb, r, c);
-    return S(r < R && c < nkb ? gp[r * nkb + c] : 0.0f);
-  });
+  Tensor<S, D> t = fill_by_index<S, D>(n, ByteScaleAt<S>{gp, R, nkb, sw});
   return sw == SwizzleType::NoSwizzle ? Tensor<S, D>(t.reshape({R, nkb})) : t;
 }
 // The scales with each tensor on the host (dequantize on CUDA lays them out there).
@@ -215,14 +265,7 @@ Quantized<Q, detail::device_t<X>> quantize(const X& xe, ScalingType recipe, cons
   if (fp4) ds[d] /= 2;
   const int64_t Kd = fp4 ? K / 2 : K, nd = R * Kd;
   const bool along_rows = d == 1;
-  Tensor<Q, D> data = detail::fill_by_index<Q, D>(nd, [=] REEL_HD(int64_t i) {
-    const int64_t r = along_rows ? i / Kd : i % R, k = along_rows ? i % Kd : i / R;
-    const std::uint8_t* row = cp + r * K;
-    if constexpr (is_fp4_v<Q>)
-      return Q::from_bits(static_cast<std::uint8_t>(row[2 * k] | (row[2 * k + 1] << 4)));
-    else
-      return Q::from_bits(row[k]);
-  }).reshape(ds);
+  Tensor<Q, D> data = detail::fill_by_index<Q, D>(nd, detail::CodeAt<Q>{cp, K, Kd, R, along_rows}).reshape(ds);
   // the scales, in the layout scaled_mm takes for this operand (is_a: d == 1)
   const bool is_a = d == 1;
   const int64_t kblock = detail::scale_kblock(recipe, K), nkb = (K + kblock - 1) / kblock;
@@ -279,20 +322,8 @@ Tensor<Out, D> dequantize(const Tensor<Q, D>& data, const Scales& scale, const R
     const int64_t s0 = view.stride(0), s1 = view.stride(1);
     const bool along_rows = d == 1;  // rows of view: R (K along them), else K
     const int64_t VC = along_rows ? K : R;
-    return detail::fill_by_index<Out, D>(R * K, [=] REEL_HD(int64_t i) {
-      const int64_t r = i / VC, c = i % VC, k = along_rows ? c : r, row = along_rows ? r : c;
-      // (FP4: two values per byte along the packed dim)
-      const int64_t at = is_fp4_v<Q> ? (along_rows ? r * s0 + (c / 2) * s1 : (r / 2) * s0 + c * s1) : r * s0 + c * s1;
-      const std::uint8_t b = p[at];
-      double v;
-      if constexpr (is_fp4_v<Q>)
-        v = float4_e2m1fn_x2::from_bits(static_cast<std::uint8_t>((b >> (4 * (k & 1))) & 0xF)).first();
-      else if constexpr (std::is_same_v<Q, float8_e4m3fn>)
-        v = detail::decode_format_to_double<detail::e4m3fn_format>(b);
-      else
-        v = detail::decode_format_to_double<detail::e5m2_format>(b);
-      return convert<Out>(v * sp[row * nkb + k / kblock]);
-    }).reshape(os);
+    return detail::fill_by_index<Out, D>(R * K, detail::DequantAt<Q, Out>{p, sp, s0, s1, VC, nkb, kblock, along_rows})
+        .reshape(os);
   }
   auto out = empty<Out, D>(os);
   if constexpr (detail::Backend<D>::has_data) {

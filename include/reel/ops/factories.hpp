@@ -288,6 +288,29 @@ REEL_HD T arange_at(A s, A st, int64_t n, int64_t i) {
     return arange_round<T>(fma_rn(st, static_cast<A>(i), s));
   }
 }
+// f: a function object with a REEL_HD operator()(int64_t), never a __host__ __device__ lambda:
+// nvcc keeps such a lambda's wrapper state in each translation unit, while the templates it is
+// passed to are shared between them, so a program of several .cu files could launch through
+// another file's never-set wrapper (the first run on a GPU crashed so, in arange).
+template <class T, bool Dev>
+struct LinspaceAt {
+  double start, end;
+  int64_t steps;
+  REEL_HD T operator()(int64_t i) const { return linspace_at<T, Dev>(start, end, steps, i); }
+};
+template <class T, bool Dev>
+struct LogspaceAt {
+  double start, end;
+  int64_t steps;
+  double base;
+  REEL_HD T operator()(int64_t i) const { return logspace_at<T, Dev>(start, end, steps, base, i); }
+};
+template <class T, bool Dev, class A>
+struct ArangeAt {
+  A s, st;
+  int64_t n;
+  REEL_HD T operator()(int64_t i) const { return arange_at<T, Dev>(s, st, n, i); }
+};
 template <class T, class D, class F>
 Tensor<T, D> fill_by_index(int64_t n, F&& f) {
   auto t = empty<T, D>({n});
@@ -313,9 +336,7 @@ Tensor<T, D> linspace(double start, double end, int64_t steps) {
   REEL_CHECK(steps >= 0, value_error, "linspace: number of steps must be non-negative, got ", steps);
   if (steps > 0) detail::check_range_bound<T>("linspace", start);
   if (steps > 1) detail::check_range_bound<T>("linspace", end);
-  return detail::fill_by_index<T, D>(steps, [=] REEL_HD(int64_t i) {
-    return detail::linspace_at<T, detail::device_memory_v<D>>(start, end, steps, i);
-  });
+  return detail::fill_by_index<T, D>(steps, detail::LinspaceAt<T, detail::device_memory_v<D>>{start, end, steps});
 }
 
 template <class T, class D = CPU>
@@ -329,9 +350,7 @@ Tensor<T, D> logspace(double start, double end, int64_t steps, double base = 10.
     detail::check_range_bound<T>("logspace", start);
     detail::check_range_bound<T>("logspace", end);
   }
-  return detail::fill_by_index<T, D>(steps, [=] REEL_HD(int64_t i) {
-    return detail::logspace_at<T, detail::device_memory_v<D>>(start, end, steps, base, i);
-  });
+  return detail::fill_by_index<T, D>(steps, detail::LogspaceAt<T, detail::device_memory_v<D>>{start, end, steps, base});
 }
 
 namespace detail {
@@ -376,7 +395,7 @@ Tensor<T, D> arange(S start, E end, P step = 1) {
     detail::check_range_bound<A>("arange", static_cast<double>(step));
   }
   const A s = acc(start), st = acc(step);
-  return detail::fill_by_index<T, D>(n, [=] REEL_HD(int64_t i) { return detail::arange_at<T, detail::device_memory_v<D>>(s, st, n, i); });
+  return detail::fill_by_index<T, D>(n, detail::ArangeAt<T, detail::device_memory_v<D>, A>{s, st, n});
 }
 template <class T, class D = CPU, class E>
   requires std::is_arithmetic_v<E>
