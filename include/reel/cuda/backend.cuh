@@ -388,6 +388,9 @@ struct CudaCoreKernels {
   // p[i] = f(i) for i < n (f is a __host__ __device__ function object).
   template <class T, class F>
   static void fill_by_index(T* p, int64_t n, const F& f) {
+    static_assert(!__nv_is_extended_host_device_lambda_closure_type(F),
+                  "reel: fill_by_index takes a named function object, not a __host__ __device__ lambda (nvcc keeps "
+                  "such a lambda's wrapper per translation unit: see reel::detail::fill_by_index)");
     const Launch1D l = launch_1d(n);
     if (l.blocks == 0) return;
     cuda::index_fill_kernel<<<static_cast<unsigned>(l.blocks), l.threads, 0, cuda::current_stream()>>>(p, n, f);
