@@ -16,9 +16,20 @@
 // --init-from FILE starts from weights written by PyTorch (a state_dict, or a dict holding
 // one under "model"; tests/reference/pt/make_fixtures.py writes one, with the same layer names).
 //
+// Data parallel: example_train_charlm_mpi is this program built with MPI (REEL_TRAIN_DDP) and
+// run by mpirun; each of the W ranks trains on its share (distributed::DistributedSampler) of
+// every global batch of W x --batch windows, nn::parallel::DistributedDataParallel averages
+// the gradients, and rank 0 prints and saves. Every rank draws the same global batch, so a run
+// on W ranks with --batch B follows the run on one process with --batch W*B (to float rounding),
+// and a checkpoint of either resumes on any number of ranks (examples/ddp_matches.cmake).
+// --log-losses FILE writes each step's loss; --compare-losses FILE fails the run when a step's
+// loss is not that file's (relative 1e-5).
+//
 //   example_train_charlm [--steps N] [--seed S] [--data FILE] [--fp8] [--hidden H] [--blocks K]
-//                        [--eval-every N] [--checkpoint FILE] [--save-every N] [--resume FILE]
-//                        [--init-from FILE]
+//                        [--batch B] [--eval-every N] [--checkpoint FILE] [--save-every N]
+//                        [--resume FILE] [--init-from FILE] [--log-losses FILE]
+//                        [--compare-losses FILE] [--bucket-mb MB (with MPI)]
+//   mpirun -np 2 example_train_charlm_mpi [the same options]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +40,10 @@
 #include <reel/reel.hpp>
 #include <sstream>
 #include <unistd.h>
+#ifdef REEL_TRAIN_DDP
+#include <reel/distributed.hpp>
+namespace dist = reel::distributed;
+#endif
 
 using namespace reel;
 namespace F = nn::functional;
@@ -44,9 +59,10 @@ struct Config {
   double lr = 3e-3, weight_decay = 0.01, clip = 1.0, ema_decay = 0.995;
   uint64_t seed = 1234;
   int64_t save_every = 0;
+  double bucket_mb = 25;  // DistributedDataParallel's bucket_cap_mb
   bool fp8 = false;
   std::string data = REEL_EXAMPLES_DATA "/botchan.txt";
-  std::string checkpoint, resume, init_from;
+  std::string checkpoint, resume, init_from, log_losses, compare_losses;
 };
 
 // A linear layer, in fp32 or FP8
@@ -130,6 +146,13 @@ static void save_checkpoint(const std::string& path, const CharLM& model, const 
 }
 
 int main(int argc, char** argv) {
+#ifdef REEL_TRAIN_DDP
+  dist::init_process_group(dist::Backend::MPI);
+  const int rank = dist::rank(), world = dist::world_size();
+  if (rank != 0) std::freopen("/dev/null", "w", stdout);  // (rank 0 reports)
+#else
+  const int rank = 0, world = 1;
+#endif
   Config c;
   for (int i = 1; i < argc; ++i) {
     const bool value = i + 1 < argc;
@@ -144,6 +167,10 @@ int main(int argc, char** argv) {
     else if (value && !std::strcmp(argv[i], "--save-every")) c.save_every = std::atoll(argv[++i]);
     else if (value && !std::strcmp(argv[i], "--resume")) c.resume = argv[++i];
     else if (value && !std::strcmp(argv[i], "--init-from")) c.init_from = argv[++i];
+    else if (value && !std::strcmp(argv[i], "--batch")) c.batch = std::atoll(argv[++i]);
+    else if (value && !std::strcmp(argv[i], "--bucket-mb")) c.bucket_mb = std::atof(argv[++i]);
+    else if (value && !std::strcmp(argv[i], "--log-losses")) c.log_losses = argv[++i];
+    else if (value && !std::strcmp(argv[i], "--compare-losses")) c.compare_losses = argv[++i];
     else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
   }
   std::ifstream in(c.data, std::ios::binary);
@@ -176,6 +203,10 @@ int main(int argc, char** argv) {
   Generator gen(c.seed);
   CharLM model(c, vocab, gen), ema(c, vocab, gen);
   auto params = model.parameters(), ema_params = ema.parameters();
+#ifdef REEL_TRAIN_DDP
+  nn::parallel::DistributedDataParallel<float> ddp(params, {.bucket_cap_mb = c.bucket_mb});  // (rank 0's weights everywhere)
+  std::printf("data parallel: %d ranks, %lld windows per rank and step\n", world, static_cast<long long>(c.batch));
+#endif
   {
     autograd::no_grad ng;
     foreach::copy_(ema_params, params);
@@ -215,23 +246,58 @@ int main(int argc, char** argv) {
     std::printf("resumed from %s after step %lld\n", c.resume.c_str(), static_cast<long long>(first - 1));
   }
 
+  // this rank's places in each global batch of world x batch windows
+  const std::vector<int64_t> share =
+#ifdef REEL_TRAIN_DDP
+      dist::DistributedSampler(c.batch * world, {.shuffle = false}).indices();
+#else
+      [&] {
+        std::vector<int64_t> all(static_cast<size_t>(c.batch));
+        for (int64_t i = 0; i < c.batch; ++i) all[static_cast<size_t>(i)] = i;
+        return all;
+      }();
+#endif
+  std::map<int64_t, double> reference;  // --compare-losses
+  if (!c.compare_losses.empty()) {
+    std::ifstream ref(c.compare_losses);
+    int64_t s = 0;
+    double v = 0;
+    while (ref >> s >> v) reference[s] = v;
+  }
+  std::FILE* log = rank == 0 && !c.log_losses.empty() ? std::fopen(c.log_losses.c_str(), "w") : nullptr;
+  int64_t compared = 0, differing = 0;
+
   const bool tty = isatty(fileno(stdout));
   auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = first; step <= c.steps; ++step) {
-    auto st = randint<int64_t>(0, split - c.context - 1, {c.batch}, gen).to_vector();
-    Batch b = make_batch(text, st, c.context);
+    auto st = randint<int64_t>(0, split - c.context - 1, {c.batch * world}, gen).to_vector();
+    std::vector<int64_t> mine;
+    for (int64_t k : share) mine.push_back(st[static_cast<size_t>(k)]);
+    Batch b = make_batch(text, mine, c.context);
     opt.zero_grad();
     Tf loss = model.loss(b.x, b.y);
-    loss.backward();
+    loss.backward();  // (with DDP: the gradients arrive averaged over the ranks)
     nn::utils::clip_grad_norm_(params, c.clip);
     opt.step();
     update_ema(ema_params, params, c.ema_decay);
 
-    double l = static_cast<double>(loss.item());
+    Tf global = loss.detach().clone();  // the global batch's mean loss
+#ifdef REEL_TRAIN_DDP
+    dist::all_reduce(global, dist::ReduceOp::AVG);
+#endif
+    double l = static_cast<double>(global.item());
+    if (log) std::fprintf(log, "%lld %.9g\n", static_cast<long long>(step), l);
+    if (auto it = reference.find(step); it != reference.end()) {
+      ++compared;
+      if (std::abs(l - it->second) > 1e-5 * std::abs(it->second)) {
+        ++differing;
+        std::printf("step %lld: loss %.9g, the reference's %.9g\n", static_cast<long long>(step), l, it->second);
+      }
+    }
     smooth = step == 1 ? l : 0.98 * smooth + 0.02 * l;
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double tps = static_cast<double>((step - first + 1) * c.batch) / secs;
-    if (!c.checkpoint.empty() && ((c.save_every > 0 && step % c.save_every == 0) || step == c.steps))
+    if (rank == 0 && !c.checkpoint.empty() && ((c.save_every > 0 && step % c.save_every == 0) || step == c.steps))
       save_checkpoint(c.checkpoint, model, ema, opt, gen, step, smooth);
     bool eval = step % c.eval_every == 0 || step == c.steps;
     if (tty || eval) {
@@ -246,9 +312,28 @@ int main(int argc, char** argv) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double final_val = evaluate(ema, val);
   const int64_t ran = std::max<int64_t>(c.steps - first + 1, 0);
-  std::printf("trained %lld steps in %.1f s (%.0f tokens/s); eval loss %.3f nats vs unigram entropy %.3f\n",
-              static_cast<long long>(ran), secs, ran * c.batch / secs, final_val, unigram);
-  if (ran == 0) return 0;  // (evaluation only)
+  std::printf("trained %lld steps in %.1f s (%.0f tokens/s, %.2f ms per step); eval loss %.3f nats vs unigram entropy %.3f\n",
+              static_cast<long long>(ran), secs, ran * c.batch * world / secs, 1e3 * secs / std::max<int64_t>(ran, 1),
+              final_val, unigram);
+#ifdef REEL_TRAIN_DDP
+  if (ran > 0) {
+    const auto ov = ddp.overlap();
+    std::printf("DDP: %zu buckets; all-reduce %.3f ms a step, %.0f%% of it while backward ran\n", ddp.bucket_count(),
+                1e3 * ov.all_reduce_seconds / std::max<int64_t>(ov.steps, 1), 100 * ov.fraction());
+  }
+#endif
+  if (log) std::fclose(log);
+  int status = 0;
+  if (!c.compare_losses.empty()) {
+    std::printf("losses compared with %s: %lld steps, %lld differ\n", c.compare_losses.c_str(),
+                static_cast<long long>(compared), static_cast<long long>(differing));
+    if (compared == 0 || differing > 0) status = 4;
+  }
+#ifdef REEL_TRAIN_DDP
+  dist::barrier();
+  dist::destroy_process_group();
+#endif
+  if (ran == 0 || status != 0) return status;  // (evaluation only, or losses that differ)
 
   // sample from the EMA model (temperature 0.8)
   autograd::no_grad ng;

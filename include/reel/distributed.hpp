@@ -19,7 +19,18 @@
 // its collectives in the same order with the same shapes; src / dst are ranks of the world,
 // as in PyTorch. An MPI failure raises reel::error with MPI's message. Backend::NCCL (CUDA
 // tensors) is not in this build yet: init raises not_implemented_error.
-// nn::parallel::DistributedDataParallel (distributed/ddp.hpp) builds on these.
+//
+// When a rank fails: an exception nothing catches (any std::terminate) on a rank ends every
+// rank through MPI_Abort, after a line naming the rank and the exception on stderr; a rank that
+// exits or dies without leaving the group is reported, and the job ended, by the launcher
+// (mpirun names the rank). With DebugLevel::DETAIL (InitOptions::debug, GroupOptions, or
+// REEL_DISTRIBUTED_DEBUG / TORCH_DISTRIBUTED_DEBUG=DETAIL) every collective's signature (its
+// number in the group, op, dtype, shape, root) is compared across the group first: a mismatch,
+// or a rank that has not joined within the group's timeout, raises reel::error naming the ranks
+// on every member (distributed/check.hpp). Without it a collective waits as MPI does.
+// nn::parallel::DistributedDataParallel (distributed/ddp.hpp) builds on these;
+// DistributedSampler (distributed/sampler.hpp) deals each rank its share of a dataset.
 #include "distributed/collectives.hpp"
 #include "distributed/ddp.hpp"
 #include "distributed/process_group.hpp"
+#include "distributed/sampler.hpp"

@@ -5,7 +5,15 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <reel/distributed.hpp>
+#ifdef REEL_TEST_SHARDED
+#include <reel/distributed/sharded.hpp>
+#endif
 #include <reel/reel.hpp>
 
 using namespace reel;
@@ -31,6 +39,18 @@ std::vector<double> values(const Tensor<T>& t) {
   for (const T& x : t.contiguous().to_vector()) v.push_back(static_cast<double>(x));
   return v;
 }
+#ifdef REEL_TEST_SHARDED
+// A CPU AnyTensor's real values as doubles (the dtypes the checkpoint test saves).
+std::vector<double> any_values(const AnyTensor& t) {
+  return t.visit([](const auto& x) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(x.data_ptr())>>;
+    if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>)
+      return values(x);
+    else
+      return std::vector<double>{};
+  });
+}
+#endif
 }  // namespace
 
 TEST_CASE("mpi: the world is the launcher's") {
@@ -230,6 +250,14 @@ TEST_CASE("mpi: DistributedDataParallel gives the full batch's gradients, overla
   CHECK(ev.back() == "end");
   auto at = [&](const std::string& e) { return std::find(ev.begin(), ev.end(), e) - ev.begin(); };
   CHECK(at("launch 0") < at("ready 0"));  // (parameter 0, W1, is the last one backward reaches)
+  // the all-reduces' times: four of them, in one step; what ran during backward is part of it
+  const auto ov = ddp.overlap();
+  CHECK(ov.steps == 1);
+  CHECK(ov.all_reduce_seconds > 0);
+  CHECK(ov.during_backward_seconds >= 0);
+  CHECK(ov.during_backward_seconds <= ov.all_reduce_seconds);
+  ddp.reset_overlap();
+  CHECK(ddp.overlap().steps == 0);
   // no_sync: local gradients accumulate; the next synchronized backward reduces their sum
   for (auto& p : params) p.set_grad(Tensor<double>());
   {
@@ -253,6 +281,154 @@ TEST_CASE("mpi: DistributedDataParallel gives the full batch's gradients, overla
   Tensor<double>(mean(Tensor<double>(tanh(matmul(X, p4[0]) + p4[1])))).backward();  // (per-rank means of equal shards)
   check_all_close(p3[0].grad(), p4[0].grad());
   CHECK(values(p3[3].grad()) == std::vector<double>{0, 0});
+}
+
+TEST_CASE("mpi: DistributedSampler deals each rank its share, as torch's does") {
+  const int r = dist::rank(), n = dist::world_size();
+  // no shuffle: every n-th index from the rank's place, padded from the start (torch's rule)
+  dist::DistributedSampler plain(10, {.shuffle = false});
+  const int64_t per = (10 + n - 1) / n;
+  CHECK(plain.num_samples() == per);
+  CHECK(plain.total_size() == per * n);
+  std::vector<int64_t> want;
+  for (int64_t i = r; i < per * n; i += n) want.push_back(i % 10);
+  CHECK(plain.indices() == want);
+  // drop_last: ceil((10 - n) / n) each, nothing repeated
+  dist::DistributedSampler cut(10, {.shuffle = false, .drop_last = true});
+  CHECK(cut.num_samples() == (10 % n ? (10 - n + n - 1) / n : 10 / n));
+  // shuffled: the ranks' shares are disjoint and cover every index once (23 = 0 mod n or padded)
+  dist::DistributedSampler mixed(23, {.seed = 5});
+  for (int64_t epoch : {0, 1}) {
+    mixed.set_epoch(epoch);
+    auto mine = mixed.indices();
+    REQUIRE(static_cast<int64_t>(mine.size()) == mixed.num_samples());
+    std::vector<Tensor<int64_t>> all;
+    dist::all_gather(all, from_vector<int64_t>(mine, {mixed.num_samples()}));
+    std::vector<int> seen(23, 0);
+    for (auto& a : all)
+      for (int64_t i : a.to_vector()) ++seen[static_cast<size_t>(i)];
+    for (int c : seen) CHECK(c >= 1);
+    int64_t total = 0;
+    for (int c : seen) total += c;
+    CHECK(total == mixed.total_size());
+    if (r == 0 && epoch == 1) {  // another epoch, another order
+      dist::DistributedSampler again(23, {.seed = 5});
+      CHECK(again.indices() != mine);
+    }
+  }
+  // every rank's share agrees with a sampler told its rank explicitly
+  dist::DistributedSampler told(23, {.num_replicas = n, .rank = r, .seed = 5});
+  told.set_epoch(1);
+  CHECK(told.indices() == mixed.indices());
+  CHECK_THROWS_WITH_AS(dist::DistributedSampler(5, {.num_replicas = 2, .rank = 2}), doctest::Contains("invalid rank 2"), value_error);
+}
+
+#ifdef REEL_TEST_SHARDED
+TEST_CASE("mpi: sharded checkpoints (Hugging Face's layout) load on any number of ranks") {
+  const int r = dist::rank(), n = dist::world_size();
+  Generator g(11);  // the same state on every rank
+  StateDict sd;
+  sd.insert_or_assign("embed.weight", AnyTensor(randn<float>({50, 8}, g)));
+  sd.insert_or_assign("in.weight", AnyTensor(randn<double>({16, 7}, g)));
+  sd.insert_or_assign("in.bias", AnyTensor(randn<float>({16}, g)));
+  sd.insert_or_assign("head.weight", AnyTensor(Tensor<bfloat16>(randn<float>({30, 16}, g).to<bfloat16>())));
+  sd.insert_or_assign("steps", AnyTensor(full<int64_t>({}, 123)));
+  sd.insert_or_assign("mask", AnyTensor(Tensor<bool>(randn<float>({9}, g) > 0.0f)));
+  // shard_of deals every entry to exactly one rank, the same way on every rank
+  std::map<std::string, int> owners;
+  for (int k = 0; k < n; ++k)
+    for (const auto& [name, t] : dist::shard_of(sd, k, n)) {
+      CHECK(owners.count(name) == 0);
+      owners[name] = k;
+    }
+  CHECK(owners.size() == sd.size());
+  const std::string prefix = "reel_sharded_np" + std::to_string(n) + "/model";
+  if (r == 0) std::system(("mkdir -p reel_sharded_np" + std::to_string(n)).c_str());
+  dist::barrier();
+  dist::save_sharded(prefix, dist::shard_of(sd, r, n));
+  for (int k = 1; k <= n; ++k) {
+    char f[64];
+    std::snprintf(f, sizeof f, "-%05d-of-%05d.safetensors", k, n);
+    CHECK(std::ifstream(prefix + f).good());
+  }
+  // every rank reads the whole state back (as a run on any other number of ranks would)
+  StateDict back = dist::load_sharded(prefix);
+  REQUIRE(back.size() == sd.size());
+  for (const auto& [name, t] : sd) {
+    CAPTURE(name);
+    REQUIRE(back.contains(name));
+    const AnyTensor& u = back.at(name);
+    CHECK(u.dtype() == t.dtype());
+    CHECK(u.sizes() == t.sizes());
+    CHECK(any_values(u) == any_values(t));
+  }
+  // the index names each entry's shard
+  std::ifstream idx(prefix + ".safetensors.index.json");
+  std::stringstream text;
+  text << idx.rdbuf();
+  CHECK(text.str().find("\"total_size\"") != std::string::npos);
+  CHECK(text.str().find("\"in.weight\": \"model-0000" + std::to_string(owners["in.weight"] + 1)) != std::string::npos);
+  // a name in two shards: every rank raises before anything is written
+  StateDict twice;
+  twice.insert_or_assign("both", AnyTensor(full<float>({2}, 1.0f)));
+  CHECK_THROWS_WITH_AS(dist::save_sharded(prefix + "_dup", twice), doctest::Contains("'both' is in the shards of rank 0 and of rank 1"),
+                       value_error);
+  CHECK(!std::ifstream(prefix + "_dup.safetensors.index.json").good());
+  dist::barrier();
+  if (r == 0) std::system(("rm -rf reel_sharded_np" + std::to_string(n)).c_str());
+}
+#endif
+
+TEST_CASE("mpi: DETAIL checks: matching collectives run, mismatched shapes, dtypes and ops raise on every rank") {
+  const int r = dist::rank(), n = dist::world_size();
+  std::vector<int> all(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) all[static_cast<size_t>(k)] = k;
+  auto g = dist::new_group(all, {.debug = dist::DebugLevel::DETAIL, .timeout = std::chrono::seconds(20)});
+  CHECK(g->debug() == dist::DebugLevel::DETAIL);
+  const dist::CollectiveOptions on{.group = g.get()};
+  auto t = ramp<float>(4, r);
+  dist::all_reduce(t, dist::ReduceOp::SUM, on);
+  CHECK(values(t)[0] == doctest::Approx(n * (n + 1) / 2.0));
+  dist::barrier(on);
+  // the last rank's shape differs
+  auto u = r == n - 1 ? ramp<float>(3, r) : ramp<float>(4, r);
+  const std::string last = std::to_string(n - 1);
+  const std::string shapes = "rank 0 calls collective #2: all_reduce(torch.float32 [4]), but rank " + last +
+                             " calls collective #2: all_reduce(torch.float32 [3])";
+  CHECK_THROWS_WITH_AS(dist::all_reduce(u, dist::ReduceOp::SUM, on), doctest::Contains(shapes.c_str()), error);
+  CHECK(values(u)[0] == r + 1);  // (nothing was sent)
+  // rank 1's dtype differs (a broadcast of doubles against floats)
+  if (r == 1) {
+    auto d = ramp<double>(4, r);
+    CHECK_THROWS_WITH_AS(dist::broadcast(d, 0, on), doctest::Contains("but rank 1 calls collective #3: broadcast(torch.float64 [4], root 0)"), error);
+  } else {
+    auto f = ramp<float>(4, r);
+    CHECK_THROWS_WITH_AS(dist::broadcast(f, 0, on), doctest::Contains("broadcast(torch.float32 [4], root 0), but rank 1"), error);
+  }
+  // different ops: a barrier against an all_reduce
+  if (r == 0) CHECK_THROWS_WITH_AS(dist::barrier(on), doctest::Contains("calls collective #4: all_reduce("), error);
+  else CHECK_THROWS_WITH_AS(dist::all_reduce(t, dist::ReduceOp::SUM, on), doctest::Contains("rank 0 calls collective #4: barrier"), error);
+  // and the group still works
+  auto w = ramp<double>(2, r);
+  dist::all_reduce(w, dist::ReduceOp::MAX, on);
+  CHECK(values(w) == std::vector<double>{double(n), double(n + 1)});
+}
+
+TEST_CASE("mpi: DETAIL checks: a rank that does not join is named within the timeout") {
+  const int r = dist::rank(), n = dist::world_size();
+  std::vector<int> all(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) all[static_cast<size_t>(k)] = k;
+  auto g = dist::new_group(all, {.debug = dist::DebugLevel::DETAIL, .timeout = std::chrono::milliseconds(1500)});
+  const dist::CollectiveOptions on{.group = g.get()};
+  if (r != 1) {  // rank 1 skips the collective
+    auto t = ramp<float>(4, r);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH_AS(dist::all_reduce(t, dist::ReduceOp::SUM, on),
+                         doctest::Contains("rank 1 did not join collective #0: all_reduce(torch.float32 [4])"), error);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(waited < 30);  // (a generous bound: what matters is that it returns)
+  }
+  dist::barrier();  // (the world's, unchecked: everyone meets again)
 }
 
 int main(int argc, char** argv) {

@@ -1,6 +1,6 @@
 #pragma once
 // reel::distributed's collectives (see <reel/distributed.hpp>).
-#include "process_group.hpp"
+#include "work.hpp"
 
 namespace reel::inline REEL_ABI::distributed {
 
@@ -10,6 +10,7 @@ Work all_reduce(Tensor<T, D>& t, ReduceOp op = ReduceOp::SUM, CollectiveOptions 
   detail_dist::check_cpu<T, D>("all_reduce");
   detail_dist::check_avg<T>(op, "all_reduce");
   const ProcessGroup& g = detail_dist::group_of(o, "all_reduce");
+  detail_dist::check_collective<T>(g, "all_reduce", t.sizes());
   auto data = detail_dist::contiguous_of(t);
   const int n = detail_dist::count_of(data.numel(), "all_reduce");
   return detail_dist::launch(
@@ -36,6 +37,7 @@ Work reduce(Tensor<T, D>& t, int dst, ReduceOp op = ReduceOp::SUM, CollectiveOpt
   detail_dist::check_avg<T>(op, "reduce");
   const ProcessGroup& g = detail_dist::group_of(o, "reduce");
   const int root = g.group_rank(dst, "reduce");
+  detail_dist::check_collective<T>(g, "reduce", t.sizes(), root);
   const bool mine = g.rank() == root;
   auto data = detail_dist::contiguous_of(t);
   auto out = mine ? data : empty<T, CPU>(t.sizes());  // (the others' results go nowhere)
@@ -60,6 +62,7 @@ Work broadcast(Tensor<T, D>& t, int src, CollectiveOptions o = {}) {
   detail_dist::check_cpu<T, D>("broadcast");
   const ProcessGroup& g = detail_dist::group_of(o, "broadcast");
   const int root = g.group_rank(src, "broadcast");
+  detail_dist::check_collective<T>(g, "broadcast", t.sizes(), root);
   auto data = detail_dist::contiguous_of(t);
   const int n = detail_dist::count_of(data.numel(), "broadcast");
   return detail_dist::launch(
@@ -82,6 +85,7 @@ Work all_gather_into_tensor(Tensor<T, D>& out, const Tensor<T, D>& t, Collective
   const ProcessGroup& g = detail_dist::group_of(o, "all_gather_into_tensor");
   REEL_CHECK(out.numel() == t.numel() * g.size(), value_error, "distributed::all_gather_into_tensor: the output has ",
              out.numel(), " elements, the group's size times the input's ", t.numel() * g.size());
+  detail_dist::check_collective<T>(g, "all_gather_into_tensor", t.sizes());
   auto in = detail_dist::contiguous_of(t);
   auto data = detail_dist::contiguous_of(out);
   const int n = detail_dist::count_of(in.numel(), "all_gather_into_tensor");
@@ -102,6 +106,7 @@ Work all_gather(std::vector<Tensor<T, D>>& out, const Tensor<T, D>& t, Collectiv
   if (out.empty())
     for (int r = 0; r < g.size(); ++r) out.push_back(empty<T, D>(t.sizes()));
   detail_dist::same_shapes(out, t.sizes(), static_cast<size_t>(g.size()), "all_gather");
+  detail_dist::check_collective<T>(g, "all_gather", t.sizes());
   Shape whole = t.sizes();
   whole.insert(0, g.size());
   auto all = empty<T, CPU>(whole);
@@ -125,6 +130,7 @@ Work reduce_scatter(Tensor<T, D>& out, const std::vector<Tensor<T, D>>& in, Redu
   detail_dist::check_avg<T>(op, "reduce_scatter");
   const ProcessGroup& g = detail_dist::group_of(o, "reduce_scatter");
   detail_dist::same_shapes(in, out.sizes(), static_cast<size_t>(g.size()), "reduce_scatter");
+  detail_dist::check_collective<T>(g, "reduce_scatter", out.sizes());
   auto all = detail_dist::stacked(in, out.sizes());
   auto data = empty<T, CPU>(out.sizes());
   const int n = detail_dist::count_of(data.numel(), "reduce_scatter");
@@ -151,6 +157,7 @@ Work gather(const Tensor<T, D>& t, std::vector<Tensor<T, D>>& gather_list, int d
   if (mine && gather_list.empty())
     for (int r = 0; r < g.size(); ++r) gather_list.push_back(empty<T, D>(t.sizes()));
   if (mine) detail_dist::same_shapes(gather_list, t.sizes(), static_cast<size_t>(g.size()), "gather");
+  detail_dist::check_collective<T>(g, "gather", t.sizes(), root);
   Shape whole = t.sizes();
   whole.insert(0, mine ? g.size() : 0);
   auto all = empty<T, CPU>(whole);
@@ -177,6 +184,7 @@ Work scatter(Tensor<T, D>& out, const std::vector<Tensor<T, D>>& scatter_list, i
   const int root = g.group_rank(src, "scatter");
   const bool mine = g.rank() == root;
   if (mine) detail_dist::same_shapes(scatter_list, out.sizes(), static_cast<size_t>(g.size()), "scatter");
+  detail_dist::check_collective<T>(g, "scatter", out.sizes(), root);
   auto all = mine ? detail_dist::stacked(scatter_list, out.sizes()) : empty<T, CPU>({0});
   auto data = empty<T, CPU>(out.sizes());
   const int n = detail_dist::count_of(data.numel(), "scatter");
@@ -199,6 +207,7 @@ Work all_to_all(std::vector<Tensor<T, D>>& out, const std::vector<Tensor<T, D>>&
   if (out.empty())
     for (int r = 0; r < g.size(); ++r) out.push_back(empty<T, D>(in[0].sizes()));
   detail_dist::same_shapes(out, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
+  detail_dist::check_collective<T>(g, "all_to_all", in[0].sizes());
   auto send = detail_dist::stacked(in, in[0].sizes());
   auto recv = empty<T, CPU>(send.sizes());
   const int n = detail_dist::count_of(in[0].numel(), "all_to_all");

@@ -92,6 +92,15 @@ class DistributedDataParallel {
   // The last backward's events, in order ("ready k": parameter k's gradient is in; "launch b":
   // bucket b's all-reduce started; "end": backward ended), for checking the overlap.
   const std::vector<std::string>& events() const { return st_->events; }
+  // The bucket all-reduces' time since construction (or reset_overlap) and the part of it that
+  // ran while backward was still going (hidden behind it, as far as the machine's cores allow).
+  struct Overlap {
+    int64_t steps = 0;
+    double all_reduce_seconds = 0, during_backward_seconds = 0;
+    double fraction() const { return all_reduce_seconds > 0 ? during_backward_seconds / all_reduce_seconds : 0; }
+  };
+  Overlap overlap() const { return st_->overlap; }
+  void reset_overlap() { st_->overlap = {}; }
 
  private:
   struct Bucket {
@@ -111,6 +120,7 @@ class DistributedDataParallel {
     std::shared_ptr<bool> no_sync = std::make_shared<bool>(false);
     std::vector<std::string> events;
     std::weak_ptr<State> me;
+    Overlap overlap;
 
     const distributed::ProcessGroup& group() const { return o.group ? *o.group : distributed::world(); }
     void start() {
@@ -157,6 +167,7 @@ class DistributedDataParallel {
     }
     void finish() {
       active = false;
+      const auto backward_end = std::chrono::steady_clock::now();
       std::vector<size_t> missing;
       for (size_t k = 0; k < params.size(); ++k)
         if (!got[k]) missing.push_back(k);
@@ -174,8 +185,13 @@ class DistributedDataParallel {
       }
       const double world = group().size();
       autograd::no_grad ng;
+      ++overlap.steps;
       for (auto& bk : buckets) {
         bk.work.wait();
+        const auto [b0, b1] = bk.work.span();
+        overlap.all_reduce_seconds += std::chrono::duration<double>(b1 - b0).count();
+        if (b0 < backward_end)
+          overlap.during_backward_seconds += std::chrono::duration<double>(std::min(b1, backward_end) - b0).count();
         if (world > 1) bk.flat.div_(static_cast<T>(world));
         int64_t at = 0;
         for (size_t k : bk.params) {

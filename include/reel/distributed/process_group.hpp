@@ -14,7 +14,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <optional>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -34,6 +38,11 @@ namespace reel::inline REEL_ABI::distributed {
 enum class Backend { MPI, NCCL };
 // AVG: the sum divided by the world size (floating point and complex tensors only).
 enum class ReduceOp { SUM, AVG, PRODUCT, MIN, MAX };
+// PyTorch's TORCH_DISTRIBUTED_DEBUG levels. DETAIL checks every collective's signature (its
+// sequence number in the group, the op, dtype, shape and root) across the group before the call,
+// and raises on every member, naming the ranks, when they differ or when a member has not
+// joined within the group's timeout (distributed/check.hpp). OFF and INFO check nothing.
+enum class DebugLevel { OFF, INFO, DETAIL };
 
 namespace detail_dist {
 inline void check_mpi(int rc, const char* what) {
@@ -49,6 +58,9 @@ struct State {
   Backend backend = Backend::MPI;
   MPI_Comm world = MPI_COMM_NULL;
   int rank = 0, size = 1;
+  DebugLevel debug = DebugLevel::OFF;  // the world group's (new groups' default)
+  std::chrono::milliseconds timeout{};
+  std::terminate_handler previous_terminate = nullptr;
 };
 inline State& state() {
   static State s;
@@ -227,11 +239,55 @@ inline std::unique_ptr<CommThread>& comm_thread() {
   static std::unique_ptr<CommThread> t;
   return t;
 }
+// While a process group is up, an exception that nothing catches (or any std::terminate)
+// ends every rank with a message naming this one: the others would otherwise wait in their
+// next collective for a rank that is gone.
+[[noreturn]] inline void abort_job_on_terminate() {
+  std::string what = "std::terminate was called without an exception";
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = std::string("uncaught exception: ") + x.what();
+    } catch (...) {
+      what = "uncaught exception of a type not derived from std::exception";
+    }
+  }
+  std::fprintf(stderr, "reel::distributed: rank %d of %d: %s; aborting every rank (MPI_Abort)\n", state().rank,
+               state().size, what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+}  // namespace detail_dist
+
+namespace detail_dist {
+// REEL_DISTRIBUTED_DEBUG, else TORCH_DISTRIBUTED_DEBUG: OFF (unset), INFO or DETAIL.
+inline DebugLevel debug_level_from_env() {
+  for (const char* var : {"REEL_DISTRIBUTED_DEBUG", "TORCH_DISTRIBUTED_DEBUG"})
+    if (const char* v = std::getenv(var)) {
+      const std::string s(v);
+      if (s == "OFF") return DebugLevel::OFF;
+      if (s == "INFO") return DebugLevel::INFO;
+      if (s == "DETAIL") return DebugLevel::DETAIL;
+      raise<value_error>("distributed: ", var, "=", s, " is not one of OFF, INFO, DETAIL");
+    }
+  return DebugLevel::OFF;
+}
 }  // namespace detail_dist
 
 struct InitOptions {
   // MPI's thread level when reel starts MPI (MPI_THREAD_SERIALIZED: one thread calls at a time).
   int mpi_thread_level = MPI_THREAD_SERIALIZED;
+  // The world group's checks (new_group's groups take these unless told otherwise).
+  DebugLevel debug = detail_dist::debug_level_from_env();
+  // How long a checked collective waits for every member to join it (torch's default: 10 min).
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+};
+// A new group's checks; unset: the world's.
+struct GroupOptions {
+  std::optional<DebugLevel> debug;
+  std::optional<std::chrono::milliseconds> timeout;
 };
 
 // A set of ranks that communicate (torch.distributed's ProcessGroup): the world, or a group
@@ -240,20 +296,28 @@ class ProcessGroup {
  public:
   ProcessGroup() = default;
   // (made where MPI may be called: in init_process_group, or inside CommThread::exclusive)
-  ProcessGroup(MPI_Comm comm, std::vector<int> ranks) : comm_(comm), ranks_(std::move(ranks)) {
+  // With DebugLevel::DETAIL every member also makes the group's checking communicator.
+  ProcessGroup(MPI_Comm comm, std::vector<int> ranks, DebugLevel debug = DebugLevel::OFF,
+               std::chrono::milliseconds timeout = std::chrono::minutes(10))
+      : comm_(comm), ranks_(std::move(ranks)), debug_(debug), timeout_(timeout) {
     if (comm_ != MPI_COMM_NULL) {
       detail_dist::check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
       detail_dist::check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+      if (debug_ == DebugLevel::DETAIL) detail_dist::check_mpi(MPI_Comm_dup(comm_, &check_), "MPI_Comm_dup");
     }
   }
   ~ProcessGroup() {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (comm_ == MPI_COMM_NULL || finalized) return;
-    if (auto& t = detail_dist::comm_thread())
-      t->exclusive([this] { MPI_Comm_free(&comm_); });
-    else
+    auto free = [this] {
       MPI_Comm_free(&comm_);
+      if (check_ != MPI_COMM_NULL) MPI_Comm_free(&check_);
+    };
+    if (auto& t = detail_dist::comm_thread())
+      t->exclusive(free);
+    else
+      free();
   }
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -262,6 +326,11 @@ class ProcessGroup {
   int size() const { return static_cast<int>(ranks_.size()); }
   const std::vector<int>& ranks() const { return ranks_; }  // the members' world ranks
   MPI_Comm comm() const { return comm_; }
+  DebugLevel debug() const { return debug_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // (the checks' own communicator, and the number of the group's next checked collective)
+  MPI_Comm check_comm() const { return check_; }
+  int64_t next_seq() const { return seq_++; }
   // The group rank of world rank r (raises when r is not a member).
   int group_rank(int r, const char* what) const {
     for (size_t k = 0; k < ranks_.size(); ++k)
@@ -270,86 +339,12 @@ class ProcessGroup {
   }
 
  private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm comm_ = MPI_COMM_NULL, check_ = MPI_COMM_NULL;
   std::vector<int> ranks_;
   int rank_ = -1;
-};
-
-// A collective's completion: wait() returns once it is done and its results are written
-// (into a strided tensor, an AVG's division). Dropping the last copy of a Work waits too.
-class Work {
- public:
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool ran = false;
-    int rc = MPI_SUCCESS;
-    const char* what = "";
-    std::function<void()> finish;  // on the waiting thread, once
-    bool finished = false;
-    std::vector<std::shared_ptr<void>> keep;  // buffers the call reads or writes
-    MPI_Request request = MPI_REQUEST_NULL;   // a started send / receive (ran: it started)
-    bool needs_wait = false;
-    void mark(int code) {
-      {
-        std::lock_guard<std::mutex> l(mu);
-        rc = code;
-        ran = true;
-      }
-      cv.notify_all();
-    }
-    void complete() {
-      {
-        std::unique_lock<std::mutex> l(mu);
-        cv.wait(l, [&] { return ran; });
-      }
-      if (finished) return;
-      if (needs_wait && rc == MPI_SUCCESS) detail_dist::comm_thread()->exclusive([&] { rc = MPI_Wait(&request, MPI_STATUS_IGNORE); });
-      needs_wait = false;
-      finished = true;
-      detail_dist::check_mpi(rc, what);
-      if (finish) finish();
-    }
-  };
-  Work() = default;
-  explicit Work(std::shared_ptr<State> s) : h_(std::make_shared<Handle>(std::move(s))) {}
-  void wait() {
-    if (h_) h_->st->complete();
-  }
-  bool is_completed() {
-    if (!h_) return true;
-    State& st = *h_->st;
-    {
-      std::lock_guard<std::mutex> l(st.mu);
-      if (!st.ran) return false;
-    }
-    if (st.needs_wait && st.rc == MPI_SUCCESS) {
-      int flag = 0;
-      detail_dist::comm_thread()->exclusive([&] { st.rc = MPI_Test(&st.request, &flag, MPI_STATUS_IGNORE); });
-      if (!flag && st.rc == MPI_SUCCESS) return false;
-      st.needs_wait = false;
-    }
-    st.complete();
-    return true;
-  }
-
- private:
-  struct Handle {
-    std::shared_ptr<State> st;
-    explicit Handle(std::shared_ptr<State> s) : st(std::move(s)) {}
-    ~Handle() {
-      try {
-        st->complete();
-      } catch (...) {  // (an error nobody waited for: dropped with the Work)
-      }
-    }
-  };
-  std::shared_ptr<Handle> h_;
-};
-
-struct CollectiveOptions {
-  const ProcessGroup* group = nullptr;  // null: the world
-  bool async_op = false;                // return as soon as the call has started
+  DebugLevel debug_ = DebugLevel::OFF;
+  std::chrono::milliseconds timeout_{};
+  mutable int64_t seq_ = 0;
 };
 
 namespace detail_dist {
@@ -359,118 +354,6 @@ struct World {
 inline World& world_holder() {
   static World w;
   return w;
-}
-inline const ProcessGroup& group_of(const CollectiveOptions& o, const char* what) {
-  live(what);
-  const ProcessGroup& g = o.group ? *o.group : *world_holder().group;
-  REEL_CHECK(g.is_member(), error, "distributed::", what, ": this rank (", state().rank, ") is not in the group");
-  return g;
-}
-// Runs call() (a blocking MPI call, capturing what it needs by value): on this thread once
-// the communication thread is idle, or, for {.async_op = true}, queued for that thread (calls
-// run in the order they were made, so every rank issues its collectives in program order while
-// the caller goes on: PyTorch's ProcessGroupMPI works the same way).
-inline std::shared_ptr<Work::State> make_state(std::function<void()> finish, std::vector<std::shared_ptr<void>> keep,
-                                               const char* what) {
-  auto st = std::make_shared<Work::State>();
-  st->finish = std::move(finish);
-  st->keep = std::move(keep);
-  st->what = what;
-  return st;
-}
-template <class Call>
-Work launch(const CollectiveOptions& o, Call call, std::function<void()> finish,
-            std::vector<std::shared_ptr<void>> keep, const char* what) {
-  auto st = make_state(std::move(finish), std::move(keep), what);
-  if (o.async_op) {
-    comm_thread()->post([st, call = std::move(call)]() mutable { st->mark(call()); });
-  } else {
-    int rc = MPI_SUCCESS;
-    comm_thread()->exclusive([&] { rc = call(); });
-    st->mark(rc);
-  }
-  Work w(st);
-  if (!o.async_op) w.wait();
-  return w;
-}
-// A send or receive: start(&request) starts it (MPI_Isend / MPI_Irecv), on this thread or
-// queued; completing the Work waits for it.
-template <class Start>
-Work launch_p2p(const CollectiveOptions& o, Start start, std::function<void()> finish,
-                std::vector<std::shared_ptr<void>> keep, const char* what) {
-  auto st = make_state(std::move(finish), std::move(keep), what);
-  st->needs_wait = true;
-  auto job = [st, start = std::move(start)]() mutable { st->mark(start(&st->request)); };
-  if (o.async_op)
-    comm_thread()->post(std::move(job));
-  else
-    comm_thread()->exclusive(job);
-  Work w(st);
-  if (!o.async_op) w.wait();
-  return w;
-}
-template <class T>
-std::shared_ptr<void> hold(const Tensor<T, CPU>& t) {
-  return std::make_shared<Tensor<T, CPU>>(t);
-}
-template <class T>
-void divide(Tensor<T, CPU>& t, int n) {
-  if constexpr (is_floating_v<T> || is_complex_v<T>) {
-    T* p = t.mutable_data_ptr();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if constexpr (is_half_v<T>)
-        p[i] = static_cast<T>(static_cast<float>(p[i]) / static_cast<float>(n));
-      else if constexpr (is_complex_v<T>)
-        p[i] /= static_cast<typename T::value_type>(n);
-      else
-        p[i] /= static_cast<T>(n);
-    }
-  }
-}
-template <class T>
-void check_avg(ReduceOp op, const char* what) {
-  if (op == ReduceOp::AVG)
-    REEL_CHECK(is_floating_v<T> || is_complex_v<T>, type_error, "distributed::", what,
-               ": AVG needs a floating point or complex tensor (an integer mean would be rounded)");
-}
-template <class T>
-Tensor<T, CPU> contiguous_of(const Tensor<T, CPU>& t) {
-  return t.is_contiguous() ? t : t.contiguous();
-}
-// Writes `data` (a contiguous result) back into `target` when they differ, and marks the write.
-template <class T>
-void write_back(Tensor<T, CPU> target, Tensor<T, CPU> data) {
-  if (!data.is_same_storage(target) || data.storage_offset() != target.storage_offset() || !target.is_contiguous())
-    target.copy_(data);
-  else
-    target.bump_version();
-}
-inline int count_of(int64_t n, const char* what) {
-  REEL_CHECK(n <= INT32_MAX, value_error, "distributed::", what, ": ", n,
-             " elements is more than one MPI call carries (2^31 - 1)");
-  return static_cast<int>(n);
-}
-template <class T>
-void same_shapes(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes, size_t n, const char* what) {
-  REEL_CHECK(list.size() == n, value_error, "distributed::", what, ": the list has ", list.size(),
-             " tensors for a group of ", n);
-  for (const auto& x : list)
-    REEL_CHECK(x.sizes() == sizes, value_error, "distributed::", what, ": a listed tensor has shape ", x.sizes(),
-               ", the other argument ", sizes);
-}
-// list[k] = all[k] for each k (a received [n, *sizes] tensor into the caller's list).
-template <class T>
-void unstack_into(std::vector<Tensor<T, CPU>>& list, const Tensor<T, CPU>& all) {
-  for (size_t k = 0; k < list.size(); ++k) list[k].copy_(all.select(0, static_cast<int64_t>(k)));
-}
-// The list's tensors stacked into one contiguous tensor ([n, *sizes]).
-template <class T>
-Tensor<T, CPU> stacked(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes) {
-  Shape whole = sizes;
-  whole.insert(0, static_cast<int64_t>(list.size()));
-  Tensor<T, CPU> all = empty<T, CPU>(whole);
-  for (size_t r = 0; r < list.size(); ++r) all.select(0, static_cast<int64_t>(r)).copy_(list[r]);
-  return all;
 }
 }  // namespace detail_dist
 
@@ -507,9 +390,12 @@ inline void init_process_group(Backend backend = Backend::MPI, InitOptions o = {
   for (int r = 0; r < s.size; ++r) all[static_cast<size_t>(r)] = r;
   MPI_Comm world_copy;
   detail_dist::check_mpi(MPI_Comm_dup(s.world, &world_copy), "MPI_Comm_dup");
-  detail_dist::world_holder().group = std::make_unique<ProcessGroup>(world_copy, std::move(all));
+  detail_dist::world_holder().group = std::make_unique<ProcessGroup>(world_copy, std::move(all), o.debug, o.timeout);
   detail_dist::comm_thread() = std::make_unique<detail_dist::CommThread>();
   s.backend = backend;
+  s.debug = o.debug;
+  s.timeout = o.timeout;
+  s.previous_terminate = std::set_terminate(&detail_dist::abort_job_on_terminate);
   s.initialized = true;
 }
 inline bool is_initialized() { return detail_dist::state().initialized; }
@@ -522,7 +408,7 @@ inline const ProcessGroup& world() {
   return *detail_dist::world_holder().group;
 }
 // A group of the given world ranks (every rank of the world calls it, members or not).
-inline std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) {
+inline std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, GroupOptions go = {}) {
   auto& s = detail_dist::live("new_group");
   std::sort(ranks.begin(), ranks.end());
   REEL_CHECK(std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end(), value_error,
@@ -539,13 +425,9 @@ inline std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) {
     MPI_Group_free(&sub);
     MPI_Group_free(&all);
     detail_dist::check_mpi(rc, "MPI_Comm_create");
-    g = std::make_shared<ProcessGroup>(comm, ranks);
+    g = std::make_shared<ProcessGroup>(comm, ranks, go.debug.value_or(s.debug), go.timeout.value_or(s.timeout));
   });
   return g;
-}
-inline void barrier(CollectiveOptions o = {}) {
-  const ProcessGroup& g = detail_dist::group_of(o, "barrier");
-  detail_dist::launch(o, [c = g.comm()] { return MPI_Barrier(c); }, {}, {}, "MPI_Barrier").wait();
 }
 // Leaves the process group (and ends MPI when init_process_group started it).
 inline void destroy_process_group() {
@@ -553,6 +435,7 @@ inline void destroy_process_group() {
   detail_dist::world_holder().group.reset();
   detail_dist::comm_thread().reset();  // (after its last job)
   detail_dist::check_mpi(MPI_Comm_free(&s.world), "MPI_Comm_free");
+  std::set_terminate(s.previous_terminate);
   s.initialized = false;
   if (s.finalize_mpi) {
     s.finalize_mpi = false;

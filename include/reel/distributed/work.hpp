@@ -1,0 +1,219 @@
+#pragma once
+// reel::distributed's Work (a collective's completion), how a call runs (on the caller's
+// thread or queued for the communication thread), and the helpers the collectives share.
+#include "check.hpp"
+#include "process_group.hpp"
+
+namespace reel::inline REEL_ABI::distributed {
+
+// A collective's completion: wait() returns once it is done and its results are written
+// (into a strided tensor, an AVG's division). Dropping the last copy of a Work waits too.
+class Work {
+ public:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ran = false;
+    int rc = MPI_SUCCESS;
+    const char* what = "";
+    std::function<void()> finish;  // on the waiting thread, once
+    bool finished = false;
+    std::vector<std::shared_ptr<void>> keep;  // buffers the call reads or writes
+    MPI_Request request = MPI_REQUEST_NULL;   // a started send / receive (ran: it started)
+    bool needs_wait = false;
+    std::chrono::steady_clock::time_point began, ended;  // the MPI call's (set before ran)
+    void mark(int code) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        rc = code;
+        ran = true;
+      }
+      cv.notify_all();
+    }
+    void complete() {
+      {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return ran; });
+      }
+      if (finished) return;
+      if (needs_wait && rc == MPI_SUCCESS) detail_dist::comm_thread()->exclusive([&] { rc = MPI_Wait(&request, MPI_STATUS_IGNORE); });
+      needs_wait = false;
+      finished = true;
+      detail_dist::check_mpi(rc, what);
+      if (finish) finish();
+    }
+  };
+  Work() = default;
+  explicit Work(std::shared_ptr<State> s) : h_(std::make_shared<Handle>(std::move(s))) {}
+  void wait() {
+    if (h_) h_->st->complete();
+  }
+  // When the MPI call began and returned (a collective, once completed; for a send / receive,
+  // its start), e.g. to see how much of it ran during backward.
+  std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point> span() const {
+    if (!h_) return {};
+    return {h_->st->began, h_->st->ended};
+  }
+  bool is_completed() {
+    if (!h_) return true;
+    State& st = *h_->st;
+    {
+      std::lock_guard<std::mutex> l(st.mu);
+      if (!st.ran) return false;
+    }
+    if (st.needs_wait && st.rc == MPI_SUCCESS) {
+      int flag = 0;
+      detail_dist::comm_thread()->exclusive([&] { st.rc = MPI_Test(&st.request, &flag, MPI_STATUS_IGNORE); });
+      if (!flag && st.rc == MPI_SUCCESS) return false;
+      st.needs_wait = false;
+    }
+    st.complete();
+    return true;
+  }
+
+ private:
+  struct Handle {
+    std::shared_ptr<State> st;
+    explicit Handle(std::shared_ptr<State> s) : st(std::move(s)) {}
+    ~Handle() {
+      try {
+        st->complete();
+      } catch (...) {  // (an error nobody waited for: dropped with the Work)
+      }
+    }
+  };
+  std::shared_ptr<Handle> h_;
+};
+
+struct CollectiveOptions {
+  const ProcessGroup* group = nullptr;  // null: the world
+  bool async_op = false;                // return as soon as the call has started
+};
+
+namespace detail_dist {
+inline const ProcessGroup& group_of(const CollectiveOptions& o, const char* what) {
+  live(what);
+  const ProcessGroup& g = o.group ? *o.group : *world_holder().group;
+  REEL_CHECK(g.is_member(), error, "distributed::", what, ": this rank (", state().rank, ") is not in the group");
+  return g;
+}
+// Runs call() (a blocking MPI call, capturing what it needs by value): on this thread once
+// the communication thread is idle, or, for {.async_op = true}, queued for that thread (calls
+// run in the order they were made, so every rank issues its collectives in program order while
+// the caller goes on: PyTorch's ProcessGroupMPI works the same way).
+inline std::shared_ptr<Work::State> make_state(std::function<void()> finish, std::vector<std::shared_ptr<void>> keep,
+                                               const char* what) {
+  auto st = std::make_shared<Work::State>();
+  st->finish = std::move(finish);
+  st->keep = std::move(keep);
+  st->what = what;
+  return st;
+}
+template <class Call>
+Work launch(const CollectiveOptions& o, Call call, std::function<void()> finish,
+            std::vector<std::shared_ptr<void>> keep, const char* what) {
+  auto st = make_state(std::move(finish), std::move(keep), what);
+  auto timed = [](Work::State& s, Call& c) {
+    s.began = std::chrono::steady_clock::now();
+    const int rc = c();
+    s.ended = std::chrono::steady_clock::now();
+    return rc;
+  };
+  if (o.async_op) {
+    comm_thread()->post([st, call = std::move(call), timed]() mutable { st->mark(timed(*st, call)); });
+  } else {
+    int rc = MPI_SUCCESS;
+    comm_thread()->exclusive([&] { rc = timed(*st, call); });
+    st->mark(rc);
+  }
+  Work w(st);
+  if (!o.async_op) w.wait();
+  return w;
+}
+// A send or receive: start(&request) starts it (MPI_Isend / MPI_Irecv), on this thread or
+// queued; completing the Work waits for it.
+template <class Start>
+Work launch_p2p(const CollectiveOptions& o, Start start, std::function<void()> finish,
+                std::vector<std::shared_ptr<void>> keep, const char* what) {
+  auto st = make_state(std::move(finish), std::move(keep), what);
+  st->needs_wait = true;
+  auto job = [st, start = std::move(start)]() mutable { st->mark(start(&st->request)); };
+  if (o.async_op)
+    comm_thread()->post(std::move(job));
+  else
+    comm_thread()->exclusive(job);
+  Work w(st);
+  if (!o.async_op) w.wait();
+  return w;
+}
+template <class T>
+std::shared_ptr<void> hold(const Tensor<T, CPU>& t) {
+  return std::make_shared<Tensor<T, CPU>>(t);
+}
+template <class T>
+void divide(Tensor<T, CPU>& t, int n) {
+  if constexpr (is_floating_v<T> || is_complex_v<T>) {
+    T* p = t.mutable_data_ptr();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if constexpr (is_half_v<T>)
+        p[i] = static_cast<T>(static_cast<float>(p[i]) / static_cast<float>(n));
+      else if constexpr (is_complex_v<T>)
+        p[i] /= static_cast<typename T::value_type>(n);
+      else
+        p[i] /= static_cast<T>(n);
+    }
+  }
+}
+template <class T>
+void check_avg(ReduceOp op, const char* what) {
+  if (op == ReduceOp::AVG)
+    REEL_CHECK(is_floating_v<T> || is_complex_v<T>, type_error, "distributed::", what,
+               ": AVG needs a floating point or complex tensor (an integer mean would be rounded)");
+}
+template <class T>
+Tensor<T, CPU> contiguous_of(const Tensor<T, CPU>& t) {
+  return t.is_contiguous() ? t : t.contiguous();
+}
+// Writes `data` (a contiguous result) back into `target` when they differ, and marks the write.
+template <class T>
+void write_back(Tensor<T, CPU> target, Tensor<T, CPU> data) {
+  if (!data.is_same_storage(target) || data.storage_offset() != target.storage_offset() || !target.is_contiguous())
+    target.copy_(data);
+  else
+    target.bump_version();
+}
+inline int count_of(int64_t n, const char* what) {
+  REEL_CHECK(n <= INT32_MAX, value_error, "distributed::", what, ": ", n,
+             " elements is more than one MPI call carries (2^31 - 1)");
+  return static_cast<int>(n);
+}
+template <class T>
+void same_shapes(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes, size_t n, const char* what) {
+  REEL_CHECK(list.size() == n, value_error, "distributed::", what, ": the list has ", list.size(),
+             " tensors for a group of ", n);
+  for (const auto& x : list)
+    REEL_CHECK(x.sizes() == sizes, value_error, "distributed::", what, ": a listed tensor has shape ", x.sizes(),
+               ", the other argument ", sizes);
+}
+// list[k] = all[k] for each k (a received [n, *sizes] tensor into the caller's list).
+template <class T>
+void unstack_into(std::vector<Tensor<T, CPU>>& list, const Tensor<T, CPU>& all) {
+  for (size_t k = 0; k < list.size(); ++k) list[k].copy_(all.select(0, static_cast<int64_t>(k)));
+}
+// The list's tensors stacked into one contiguous tensor ([n, *sizes]).
+template <class T>
+Tensor<T, CPU> stacked(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes) {
+  Shape whole = sizes;
+  whole.insert(0, static_cast<int64_t>(list.size()));
+  Tensor<T, CPU> all = empty<T, CPU>(whole);
+  for (size_t r = 0; r < list.size(); ++r) all.select(0, static_cast<int64_t>(r)).copy_(list[r]);
+  return all;
+}
+}  // namespace detail_dist
+inline void barrier(CollectiveOptions o = {}) {
+  const ProcessGroup& g = detail_dist::group_of(o, "barrier");
+  detail_dist::check_barrier(g);
+  detail_dist::launch(o, [c = g.comm()] { return MPI_Barrier(c); }, {}, {}, "MPI_Barrier").wait();
+}
+
+}  // namespace reel::inline REEL_ABI::distributed
