@@ -36,6 +36,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <reel/io/pt.hpp>
 #include <reel/reel.hpp>
 #include <sstream>
@@ -247,15 +248,11 @@ int main(int argc, char** argv) {
   }
 
   // this rank's places in each global batch of world x batch windows
-  const std::vector<int64_t> share =
 #ifdef REEL_TRAIN_DDP
-      dist::DistributedSampler(c.batch * world, {.shuffle = false}).indices();
+  const std::vector<int64_t> share = dist::DistributedSampler(c.batch * world, {.shuffle = false}).indices();
 #else
-      [&] {
-        std::vector<int64_t> all(static_cast<size_t>(c.batch));
-        for (int64_t i = 0; i < c.batch; ++i) all[static_cast<size_t>(i)] = i;
-        return all;
-      }();
+  std::vector<int64_t> share(static_cast<size_t>(c.batch));
+  std::iota(share.begin(), share.end(), int64_t{0});
 #endif
   std::map<int64_t, double> reference;  // --compare-losses
   if (!c.compare_losses.empty()) {
@@ -281,9 +278,11 @@ int main(int argc, char** argv) {
     opt.step();
     update_ema(ema_params, params, c.ema_decay);
 
-    Tf global = loss.detach().clone();  // the global batch's mean loss
 #ifdef REEL_TRAIN_DDP
+    Tf global = loss.detach().clone();  // the global batch's mean loss
     dist::all_reduce(global, dist::ReduceOp::AVG);
+#else
+    const Tf& global = loss;
 #endif
     double l = static_cast<double>(global.item());
     if (log) std::fprintf(log, "%lld %.9g\n", static_cast<long long>(step), l);

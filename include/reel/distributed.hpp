@@ -17,8 +17,15 @@
 // goes through a contiguous copy, written back when the call completes). MPI must provide
 // MPI_THREAD_SERIALIZED (init_process_group asks for it when it starts MPI). The ranks of a group must call
 // its collectives in the same order with the same shapes; src / dst are ranks of the world,
-// as in PyTorch. An MPI failure raises reel::error with MPI's message. Backend::NCCL (CUDA
-// tensors) is not in this build yet: init raises not_implemented_error.
+// as in PyTorch. An MPI failure raises reel::error with MPI's message.
+//
+// Backend::NCCL carries CUDA tensors (reel/cuda/nccl.cuh, included with the collectives in a translation unit
+// compiled by nvcc where <nccl.h> is found; link -lnccl): the same collectives, enqueued on a
+// stream of the group's after the caller's stream (wait() makes the caller's stream wait, not
+// the host). With MPI in the build, NCCL's unique id is broadcast over MPI and CPU tensors still
+// go over MPI; without it (nvcc alone, REEL_DIST_NO_MPI, or no <mpi.h>) the world comes from
+// RANK / WORLD_SIZE / LOCAL_RANK (torchrun's variables) and the id through a file
+// (InitOptions::init_file / REEL_INIT_FILE).
 //
 // When a rank fails: an exception nothing catches (any std::terminate) on a rank ends every
 // rank through MPI_Abort, after a line naming the rank and the exception on stderr; a rank that
@@ -34,3 +41,4 @@
 #include "distributed/ddp.hpp"
 #include "distributed/process_group.hpp"
 #include "distributed/sampler.hpp"
+

@@ -164,7 +164,8 @@ Tensor<T, D> matrix_exp(const Tensor<T, D>& A) {
   X(Tensor<T, CPU> linalg::cholesky<T, CPU>(const Tensor<T, CPU>&, bool))                                  \
   X(linalg::EighResult<T, CPU> linalg::eigh<T, CPU>(const Tensor<T, CPU>&))                                \
   X(Tensor<T, CPU> linalg::matrix_exp<T, CPU>(const Tensor<T, CPU>&))
-#if defined(REEL_COMPILED_LIB) && !defined(REEL_INSTANTIATING) && !defined(REEL_RUNTIME_NO_LINALG)
+#if defined(REEL_COMPILED_LIB) && !defined(REEL_INSTANTIATING) && !defined(REEL_RUNTIME_NO_LINALG) && \
+    !defined(REEL_RUNTIME_NO_INSTANTIATIONS)
 namespace reel::inline REEL_ABI {
 REEL_INSTANTIATE_LINALG(REEL_EXTERN_TEMPLATE, float)
 REEL_INSTANTIATE_LINALG(REEL_EXTERN_TEMPLATE, double)

@@ -32,6 +32,9 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME=$(cd "$(dirname "$NVCC")/.." 2>/dev/null && pwd)
 export LD_LIBRARY_PATH="$CUDA_HOME/lib64:$CUDA_HOME/lib:$CUDA_HOME/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 BINARIES=(reel_cuda_tests bench_elementwise bench_matmul_lce bench_adamw)
+# reel::distributed on NCCL: built where NCCL is found, carried and run apart from the others
+# (it needs libnccl.so.2 where it runs: the CUDA toolkit's, or pip's nvidia-nccl package)
+NCCL_BINARY=reel_nccl_tests
 
 configure() {  # configure <build dir> [extra cmake args...]
   local dir=$1
@@ -52,6 +55,7 @@ prepare() {
     [ -x "$BUILD/$b" ] || { echo "prepare: $BUILD/$b was not built"; return 1; }
     cp "$BUILD/$b" "$CARRY/bin/"
   done
+  [ -x "$BUILD/$NCCL_BINARY" ] && cp "$BUILD/$NCCL_BINARY" "$CARRY/bin/"
   local eigen doctest
   eigen=$(find /usr/include /usr/local/include -maxdepth 2 -name signature_of_eigen3_matrix_library -printf '%h\n' 2>/dev/null | head -1)
   doctest=$(find /usr/include /usr/local/include -maxdepth 2 -path '*/doctest/doctest.h' -printf '%h\n' 2>/dev/null | head -1)
@@ -95,13 +99,57 @@ tests_report_no_device() {
   echo "$out" | grep -qE "test cases: *[0-9]+ \| *[0-9]+ passed \| *0 failed" || { echo "$out" | tail -20; return 1; }
 }
 
+# Where libnccl.so.2 is (the CUDA toolkit's, pip's nvidia-nccl package's, or anywhere).
+nccl_lib_dir() {
+  local d
+  for d in "$CUDA_HOME/lib64" "$CUDA_HOME/lib"; do [ -e "$d/libnccl.so.2" ] && { echo "$d"; return 0; }; done
+  d=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$d" ] && [ -e "$d/libnccl.so.2" ] && { echo "$d"; return 0; }
+  d=$(find / -xdev -name libnccl.so.2 -not -path '/proc/*' -printf '%h\n' 2>/dev/null | head -1)
+  [ -n "$d" ] && { echo "$d"; return 0; }
+  return 1
+}
+
+# The NCCL tests: one rank; then, on a machine with several GPUs, one rank per GPU (torchrun's
+# variables, NCCL's id through a file).
+run_nccl() {
+  local bin=$1 logs=$2 status=0 gpus r
+  local libdir
+  libdir=$(nccl_lib_dir) || { echo "nccl: libnccl.so.2 not found on this machine: NOT RUN" | tee -a "$logs/summary.txt"; return 1; }
+  export LD_LIBRARY_PATH="$libdir:$LD_LIBRARY_PATH"
+  [ -x "$bin/$NCCL_BINARY" ] || { echo "nccl: no $NCCL_BINARY: NOT RUN" | tee -a "$logs/summary.txt"; return 1; }
+  timeout 120 "$bin/$NCCL_BINARY" >"$logs/nccl-1.txt" 2>&1 || status=$?
+  echo "nccl, 1 rank: $(grep -E 'test cases:' "$logs/nccl-1.txt" | tail -1) (exit $status)" | tee -a "$logs/summary.txt"
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$gpus" -gt 1 ]; then
+    local file=/tmp/reel-nccl-id-$$ pids=()
+    rm -f "$file"
+    for ((r = 0; r < gpus; r++)); do
+      RANK=$r WORLD_SIZE=$gpus LOCAL_RANK=$r REEL_INIT_FILE=$file timeout 180 "$bin/$NCCL_BINARY" >"$logs/nccl-$gpus-rank$r.txt" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || status=1; done
+    echo "nccl, $gpus ranks: $(grep -h 'test cases:' "$logs"/nccl-"$gpus"-rank*.txt | sort | uniq -c | tr -s ' ')" | tee -a "$logs/summary.txt"
+  fi
+  return $status
+}
+
+# The NCCL test binary, where it was built, starts and says that there is no device.
+nccl_reports_no_device() {
+  [ -x "$1/$NCCL_BINARY" ] || { echo "(NCCL not found here: $NCCL_BINARY not built)"; return 0; }
+  local out
+  out=$(LD_LIBRARY_PATH="$(nccl_lib_dir):$LD_LIBRARY_PATH" "$1/$NCCL_BINARY" 2>&1)
+  echo "$out" | grep -qE "test cases: *[0-9]+ \| *[0-9]+ passed \| *0 failed" || { echo "$out" | tail -20; return 1; }
+  echo "the NCCL test binary starts; $(echo "$out" | grep -c "no CUDA device: skipped") cases reported no CUDA device"
+}
+
 # CI: compile and link every CUDA target, host code at -O0.
 ci_build() {
   local start=$SECONDS dir=$ROOT/build/cuda-ci
   configure "$dir" -DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" || return 1
   cmake --build "$dir" -j"$(nproc)" || return 1
   echo "ci: every CUDA target built in $((SECONDS - start)) s (host code at -O0)"
-  binaries_start "$dir" && tests_report_no_device "$dir"
+  binaries_start "$dir" && tests_report_no_device "$dir" && nccl_reports_no_device "$dir"
 }
 
 dry_run() {
@@ -113,6 +161,7 @@ dry_run() {
   binaries_start || status=1
   echo -n "dry run: "
   tests_report_no_device "$CARRY/bin" || status=1
+  nccl_reports_no_device "$CARRY/bin" || status=1
   # The fallback build configures against the carried headers alone.
   configure "$ROOT/build/cuda-dry-run" -DREEL_CARRIED_HEADERS="$CARRY/include" \
     >"$ROOT/build/cuda-dry-run.log" 2>&1 || { tail -20 "$ROOT/build/cuda-dry-run.log"; status=1; }
@@ -131,6 +180,8 @@ on_gpu() {
     echo "carried binaries unusable here (see build.txt): building from source" | tee -a "$logs/summary.txt"
     local headers=()
     [ -d "$CARRY/include" ] && headers=(-DREEL_CARRIED_HEADERS="$CARRY/include")
+    local ncclroot
+    ncclroot=$(nccl_lib_dir) && headers+=(-DREEL_NCCL_ROOT="$(dirname "$ncclroot")")
     { configure "$BUILD" "${headers[@]}" && cmake --build "$BUILD" -j"$(nproc)"; } >>"$logs/build.txt" 2>&1 ||
       { grep -m20 -A5 error "$logs/build.txt"; return 1; }
     bin=$BUILD
@@ -160,6 +211,8 @@ on_gpu() {
     status=1
   done
   tail -40 "$logs/tests.txt"
+  local nccl_status=0
+  run_nccl "$bin" "$logs" || nccl_status=$?
   : >"$logs/bench.txt"
   for b in "${BINARIES[@]:1}"; do
     timeout 90 "$bin/$b" >>"$logs/bench.txt" 2>&1 || echo "$b exited with $?" >>"$logs/bench.txt"
@@ -170,8 +223,9 @@ on_gpu() {
     echo "================ reel CUDA summary ================"
     grep -E "test cases:|assertions:" "$logs/tests.txt" | sed 's/^/tests  /'
     grep -h "^crashed:" "$logs/summary.txt" | sed 's/^/tests  /'
+    grep -h "^nccl" "$logs/summary.txt"
     cat "$logs/bench.txt"
-    echo "total: $((SECONDS - start)) s, tests exit status $status"
+    echo "total: $((SECONDS - start)) s, tests exit status $status, NCCL tests $nccl_status"
   } | tee -a "$logs/summary.txt"
   return $status
 }

@@ -53,6 +53,11 @@ std::vector<double> any_values(const AnyTensor& t) {
 #endif
 }  // namespace
 
+bool nccl_refused = false;
+TEST_CASE("mpi: Backend::NCCL in a program without reel's NCCL engine raises, and leaves no group") {
+  CHECK(nccl_refused);
+}
+
 TEST_CASE("mpi: the world is the launcher's") {
   CHECK(dist::is_initialized());
   CHECK(dist::get_backend() == dist::Backend::MPI);
@@ -432,6 +437,11 @@ TEST_CASE("mpi: DETAIL checks: a rank that does not join is named within the tim
 }
 
 int main(int argc, char** argv) {
+  try {  // (this program is not compiled by nvcc: no NCCL engine in it)
+    dist::init_process_group(dist::Backend::NCCL);
+  } catch (const not_implemented_error& e) {
+    nccl_refused = !dist::is_initialized() && std::string(e.what()).find("-lnccl") != std::string::npos;
+  }
   dist::init_process_group(dist::Backend::MPI);
   doctest::Context ctx(argc, argv);
   if (dist::rank() != 0) ctx.setOption("no-version", true);

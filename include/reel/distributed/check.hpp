@@ -63,6 +63,7 @@ inline std::string describe(const Signature& s) {
   return r;
 }
 
+#if REEL_DIST_MPI
 // Polls the requests until all are complete or the deadline passes; returns which completed.
 inline std::vector<int> poll_until(std::vector<MPI_Request>& reqs, std::chrono::steady_clock::time_point deadline,
                                    const char* what) {
@@ -154,17 +155,22 @@ inline void check_signature(const ProcessGroup& g, const Signature& mine, const 
   if (v[0] != 0) raise_verdict(g, v, what);
 }
 
-// A collective's check where its group asks for one (DebugLevel::DETAIL).
+#endif
+
+// A call's check where its group asks for one (DebugLevel::DETAIL; only MPI builds have it).
+inline void check_call(const ProcessGroup& g, const char* what, int dtype, const Shape& sizes, int root) {
+  if (g.debug() != DebugLevel::DETAIL || g.size() < 2) return;
+#if REEL_DIST_MPI
+  const Signature mine = signature(g, what, dtype, sizes, root);
+  comm_thread()->exclusive([&] { check_signature(g, mine, what); });
+#else
+  (void)what, (void)dtype, (void)sizes, (void)root;
+#endif
+}
 template <class T>
 void check_collective(const ProcessGroup& g, const char* what, const Shape& sizes, int root = -1) {
-  if (g.debug() != DebugLevel::DETAIL || g.size() < 2) return;
-  const Signature mine = signature(g, what, static_cast<int>(scalar_type_v<T>), sizes, root);
-  comm_thread()->exclusive([&] { check_signature(g, mine, what); });
+  check_call(g, what, static_cast<int>(scalar_type_v<T>), sizes, root);
 }
-inline void check_barrier(const ProcessGroup& g) {
-  if (g.debug() != DebugLevel::DETAIL || g.size() < 2) return;
-  const Signature mine = signature(g, "barrier", -1, Shape{}, -1);
-  comm_thread()->exclusive([&] { check_signature(g, mine, "barrier"); });
-}
+inline void check_barrier(const ProcessGroup& g) { check_call(g, "barrier", -1, Shape{}, -1); }
 
 }  // namespace reel::inline REEL_ABI::distributed::detail_dist

@@ -1,6 +1,9 @@
 #pragma once
-// reel::distributed's collectives (see <reel/distributed.hpp>).
+// reel::distributed's collectives on CPU tensors, over MPI (see <reel/distributed.hpp>; CUDA
+// tensors: reel/cuda/nccl.cuh).
 #include "work.hpp"
+#if REEL_DIST_MPI
+#include "mpi_types.hpp"
 
 namespace reel::inline REEL_ABI::distributed {
 
@@ -77,6 +80,21 @@ Work broadcast(Tensor<T, D>&& t, int src, CollectiveOptions o = {}) {
   return broadcast(t, src, o);
 }
 
+namespace detail_dist {
+// all = every member's `in` (both contiguous), then finish.
+template <class T>
+Work all_gather_call(const CollectiveOptions& o, const ProcessGroup& g, Tensor<T, CPU> in, Tensor<T, CPU> all,
+                     std::function<void()> finish) {
+  const int n = count_of(in.numel(), "all_gather");
+  return launch(
+      o,
+      [=, c = g.comm()]() mutable {
+        return MPI_Allgather(in.mutable_data_ptr(), n, datatype<T>(), all.mutable_data_ptr(), n, datatype<T>(), c);
+      },
+      std::move(finish), {hold(in), hold(all)}, "MPI_Allgather");
+}
+}  // namespace detail_dist
+
 // out = the members' t, in group order: [size * t.numel()] elements (e.g. [size, *t.sizes()]
 // or t's dim 0 times size), as torch.distributed.all_gather_into_tensor.
 template <class T, class D>
@@ -86,17 +104,9 @@ Work all_gather_into_tensor(Tensor<T, D>& out, const Tensor<T, D>& t, Collective
   REEL_CHECK(out.numel() == t.numel() * g.size(), value_error, "distributed::all_gather_into_tensor: the output has ",
              out.numel(), " elements, the group's size times the input's ", t.numel() * g.size());
   detail_dist::check_collective<T>(g, "all_gather_into_tensor", t.sizes());
-  auto in = detail_dist::contiguous_of(t);
   auto data = detail_dist::contiguous_of(out);
-  const int n = detail_dist::count_of(in.numel(), "all_gather_into_tensor");
-  return detail_dist::launch(
-      o,
-      [=, c = g.comm()]() mutable {
-        return MPI_Allgather(in.mutable_data_ptr(), n, detail_dist::datatype<T>(), data.mutable_data_ptr(), n,
-                              detail_dist::datatype<T>(), c);
-      },
-      [out, data]() { detail_dist::write_back(out, data); }, {detail_dist::hold(in), detail_dist::hold(data)},
-      "MPI_Allgather");
+  return detail_dist::all_gather_call(o, g, detail_dist::contiguous_of(t), data,
+                                      [out, data]() { detail_dist::write_back(out, data); });
 }
 // out[k] = member k's t. An empty list is filled with tensors shaped like t.
 template <class T, class D>
@@ -110,16 +120,8 @@ Work all_gather(std::vector<Tensor<T, D>>& out, const Tensor<T, D>& t, Collectiv
   Shape whole = t.sizes();
   whole.insert(0, g.size());
   auto all = empty<T, CPU>(whole);
-  auto in = detail_dist::contiguous_of(t);
-  const int n = detail_dist::count_of(in.numel(), "all_gather");
-  return detail_dist::launch(
-      o,
-      [=, c = g.comm()]() mutable {
-        return MPI_Allgather(in.mutable_data_ptr(), n, detail_dist::datatype<T>(), all.mutable_data_ptr(), n,
-                              detail_dist::datatype<T>(), c);
-      },
-      [list = out, all]() mutable { detail_dist::unstack_into(list, all); },
-      {detail_dist::hold(in), detail_dist::hold(all)}, "MPI_Allgather");
+  return detail_dist::all_gather_call(o, g, detail_dist::contiguous_of(t), all,
+                                      [list = out, all]() mutable { detail_dist::unstack_into(list, all); });
 }
 
 // out = op over the members of their in[k], where k is this rank's place in the group.
@@ -254,3 +256,9 @@ Work recv(Tensor<T, D>& t, int src, int tag = 0, CollectiveOptions o = {}) {
 }
 
 }  // namespace reel::distributed
+#endif  // REEL_DIST_MPI
+
+// CUDA tensors' overloads (NCCL), declared before anything that calls the collectives
+#if defined(__CUDACC__) && __has_include(<nccl.h>)
+#include "../cuda/nccl.cuh"
+#endif

@@ -7,6 +7,7 @@ namespace reel::inline REEL_ABI::nn::parallel {
 // Data-parallel training (torch.nn.parallel.DistributedDataParallel) over a process group:
 //
 //   nn::parallel::DistributedDataParallel<float> ddp(model.parameters());   // or (model)
+//   nn::parallel::DistributedDataParallel<float, CUDA> ddp(cuda_model);      // over NCCL
 //   loss(model(x_shard)).backward();     // gradients arrive averaged over the ranks
 //   { auto guard = ddp.no_sync(); loss2.backward(); }   // accumulate locally, reduce later
 //
@@ -18,8 +19,11 @@ namespace reel::inline REEL_ABI::nn::parallel {
 // reductions are waited for and the averages written into the .grad. A parameter that got no
 // gradient raises reel::error then, unless find_unused_parameters is set: its gradient counts
 // as zeros (so its .grad ends up the average of the ranks that used it, zeros where none did;
-// PyTorch leaves it undefined in that case).
-template <class T>
+// PyTorch leaves it undefined in that case). CUDA parameters: the buckets' all-reduces run on
+// NCCL's stream while backward's kernels go on, and the averages are written on the current
+// stream after it has waited for them (overlap()'s figures are then host times: when each
+// all-reduce was enqueued and when it was found done).
+template <class T, class D = CPU>
 class DistributedDataParallel {
  public:
   struct Options {
@@ -28,7 +32,7 @@ class DistributedDataParallel {
     const distributed::ProcessGroup* group = nullptr;  // null: the world
   };
 
-  explicit DistributedDataParallel(std::vector<Tensor<T>> params, Options o = {}) : st_(std::make_shared<State>()) {
+  explicit DistributedDataParallel(std::vector<Tensor<T, D>> params, Options o = {}) : st_(std::make_shared<State>()) {
     REEL_CHECK(!params.empty(), value_error, "DistributedDataParallel: no parameters");
     st_->params = std::move(params);
     st_->o = o;
@@ -54,7 +58,7 @@ class DistributedDataParallel {
     }
     std::weak_ptr<State> weak = st_;
     for (size_t k = 0; k < st_->params.size(); ++k)
-      hooks_.push_back(st_->params[k].register_post_accumulate_grad_hook([weak, k](const Tensor<T>&) {
+      hooks_.push_back(st_->params[k].register_post_accumulate_grad_hook([weak, k](const Tensor<T, D>&) {
         if (auto s = weak.lock()) s->ready(k);
       }));
   }
@@ -81,7 +85,7 @@ class DistributedDataParallel {
   };
   NoSync no_sync() { return NoSync(st_->no_sync); }
 
-  const std::vector<Tensor<T>>& parameters() const { return st_->params; }
+  const std::vector<Tensor<T, D>>& parameters() const { return st_->params; }
   size_t bucket_count() const { return st_->buckets.size(); }
   // The parameter indices of each bucket, in launch order.
   std::vector<std::vector<size_t>> buckets() const {
@@ -106,11 +110,11 @@ class DistributedDataParallel {
   struct Bucket {
     std::vector<size_t> params;
     size_t pending = 0;
-    Tensor<T> flat;
+    Tensor<T, D> flat;
     distributed::Work work;
   };
   struct State {
-    std::vector<Tensor<T>> params;
+    std::vector<Tensor<T, D>> params;
     Options o;
     std::vector<Bucket> buckets;
     std::vector<size_t> bucket_of;
@@ -149,13 +153,13 @@ class DistributedDataParallel {
       Bucket& bk = buckets[b];
       int64_t n = 0;
       for (size_t k : bk.params) n += params[k].numel();
-      if (!bk.flat.defined()) bk.flat = empty<T>({n});  // (kept from step to step)
+      if (!bk.flat.defined()) bk.flat = empty<T, D>({n});  // (kept from step to step)
       int64_t at = 0;
       autograd::no_grad ng;
       for (size_t k : bk.params) {
         const int64_t m = params[k].numel();
-        Tensor<T> g = params[k].grad();
-        Tensor<T> part = bk.flat.slice(0, at, at + m);
+        Tensor<T, D> g = params[k].grad();
+        Tensor<T, D> part = bk.flat.slice(0, at, at + m);
         if (g.defined())
           part.copy_(g.reshape({m}));
         else
@@ -195,10 +199,10 @@ class DistributedDataParallel {
         if (world > 1) bk.flat.div_(static_cast<T>(world));
         int64_t at = 0;
         for (size_t k : bk.params) {
-          Tensor<T>& p = params[k];
+          Tensor<T, D>& p = params[k];
           const int64_t m = p.numel();
-          Tensor<T> avg = bk.flat.slice(0, at, at + m).reshape(p.sizes());
-          Tensor<T> g = p.grad();
+          Tensor<T, D> avg = bk.flat.slice(0, at, at + m).reshape(p.sizes());
+          Tensor<T, D> g = p.grad();
           if (g.defined())
             g.copy_(avg);
           else

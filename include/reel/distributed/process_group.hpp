@@ -1,10 +1,11 @@
 #pragma once
-// reel::distributed on MPI: the MPI types and reductions, process groups, Work, and joining
-// and leaving the world (see <reel/distributed.hpp>).
+// reel::distributed's process groups, and joining and leaving the world (see
+// <reel/distributed.hpp>). The engines: MPI where <mpi.h> is found (a program compiled with
+// mpicxx; REEL_DIST_NO_MPI leaves it out), NCCL for CUDA tensors where <reel/cuda/nccl.cuh>
+// is compiled in (nvcc and -lnccl; it registers itself through DeviceHooks below).
 #include "../core/config.hpp"
-#if !__has_include(<mpi.h>)
-#error "reel/distributed.hpp needs MPI: compile with mpicxx (Debian: libopenmpi-dev), or add MPI's include directory"
-#endif
+#if !defined(REEL_DIST_NO_MPI) && __has_include(<mpi.h>)
+#define REEL_DIST_MPI 1
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1  // (only MPI's C interface is used: not its deprecated C++ bindings)
 #endif
@@ -12,6 +13,12 @@
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <mpi.h>
+#else
+#define REEL_DIST_MPI 0
+#if !defined(__CUDACC__)
+#error "reel/distributed.hpp needs MPI: compile with mpicxx (Debian: libopenmpi-dev), or add MPI's include directory (or, for NCCL alone, compile with nvcc)"
+#endif
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -35,16 +42,20 @@
 
 namespace reel::inline REEL_ABI::distributed {
 
+// MPI: CPU tensors. NCCL: CUDA tensors (and, where MPI is in the build, CPU tensors over MPI
+// in the same groups, as PyTorch's "cpu:gloo,cuda:nccl").
 enum class Backend { MPI, NCCL };
 // AVG: the sum divided by the world size (floating point and complex tensors only).
 enum class ReduceOp { SUM, AVG, PRODUCT, MIN, MAX };
 // PyTorch's TORCH_DISTRIBUTED_DEBUG levels. DETAIL checks every collective's signature (its
 // sequence number in the group, the op, dtype, shape and root) across the group before the call,
 // and raises on every member, naming the ranks, when they differ or when a member has not
-// joined within the group's timeout (distributed/check.hpp). OFF and INFO check nothing.
+// joined within the group's timeout (distributed/check.hpp; the checks travel over MPI). OFF
+// and INFO check nothing.
 enum class DebugLevel { OFF, INFO, DETAIL };
 
 namespace detail_dist {
+#if REEL_DIST_MPI
 inline void check_mpi(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
@@ -52,11 +63,14 @@ inline void check_mpi(int rc, const char* what) {
   MPI_Error_string(rc, msg, &len);
   raise<error>("distributed: ", what, " failed: ", std::string(msg, static_cast<size_t>(len)));
 }
+#endif
+template <class T>
+constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
 struct State {
   bool initialized = false;
   bool finalize_mpi = false;  // reel started MPI, so it ends it
   Backend backend = Backend::MPI;
-  MPI_Comm world = MPI_COMM_NULL;
   int rank = 0, size = 1;
   DebugLevel debug = DebugLevel::OFF;  // the world group's (new groups' default)
   std::chrono::milliseconds timeout{};
@@ -70,97 +84,6 @@ inline State& live(const char* what) {
   State& s = state();
   REEL_CHECK(s.initialized, error, "distributed::", what, ": no process group; call init_process_group first");
   return s;
-}
-
-// float16 / bfloat16: two bytes on the wire, reduced in float.
-template <class T>
-void reduce_in_float(void* in, void* inout, int* len, MPI_Datatype*, int op) {
-  auto* a = static_cast<const T*>(in);
-  auto* b = static_cast<T*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
-    b[i] = static_cast<T>(op == 0 ? x + y : op == 1 ? x * y : op == 2 ? (y < x || y != y ? y : x) : (y > x || y != y ? y : x));
-  }
-}
-template <class T, int Op>
-void reduce_fn(void* in, void* inout, int* len, MPI_Datatype* type) {
-  reduce_in_float<T>(in, inout, len, type, Op);
-}
-template <class T>
-MPI_Datatype half_type() {
-  static MPI_Datatype t = [] {
-    MPI_Datatype d;
-    check_mpi(MPI_Type_contiguous(static_cast<int>(sizeof(T)), MPI_BYTE, &d), "MPI_Type_contiguous");
-    check_mpi(MPI_Type_commit(&d), "MPI_Type_commit");
-    return d;
-  }();
-  return t;
-}
-template <class T, int Op>
-MPI_Op half_op() {
-  static MPI_Op o = [] {
-    MPI_Op op;
-    check_mpi(MPI_Op_create(&reduce_fn<T, Op>, /*commute=*/1, &op), "MPI_Op_create");
-    return op;
-  }();
-  return o;
-}
-
-template <class T>
-constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-
-template <class T>
-MPI_Datatype datatype() {
-  if constexpr (std::is_same_v<T, bool>) return MPI_C_BOOL;
-  else if constexpr (std::is_same_v<T, int8_t>) return MPI_INT8_T;
-  else if constexpr (std::is_same_v<T, int16_t>) return MPI_INT16_T;
-  else if constexpr (std::is_same_v<T, int32_t>) return MPI_INT32_T;
-  else if constexpr (std::is_same_v<T, int64_t>) return MPI_INT64_T;
-  else if constexpr (std::is_same_v<T, uint8_t>) return MPI_UINT8_T;
-  else if constexpr (std::is_same_v<T, uint16_t>) return MPI_UINT16_T;
-  else if constexpr (std::is_same_v<T, uint32_t>) return MPI_UINT32_T;
-  else if constexpr (std::is_same_v<T, uint64_t>) return MPI_UINT64_T;
-  else if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return MPI_C_FLOAT_COMPLEX;
-  else if constexpr (std::is_same_v<T, std::complex<double>>) return MPI_C_DOUBLE_COMPLEX;
-  else if constexpr (is_half_v<T>) return half_type<T>();
-  else static_assert(sizeof(T) == 0, "reel::distributed: MPI does not carry this dtype (float8 / float4: convert first)");
-}
-
-template <class T>
-MPI_Op mpi_op(ReduceOp op) {
-  if constexpr (is_half_v<T>) {
-    switch (op) {
-      case ReduceOp::PRODUCT: return half_op<T, 1>();
-      case ReduceOp::MIN: return half_op<T, 2>();
-      case ReduceOp::MAX: return half_op<T, 3>();
-      default: return half_op<T, 0>();
-    }
-  } else {
-    if constexpr (is_complex_v<T>)
-      REEL_CHECK(op != ReduceOp::MIN && op != ReduceOp::MAX, type_error,
-                 "distributed: MIN and MAX are not defined for complex tensors (they have no order)");
-    if constexpr (std::is_same_v<T, bool>) {
-      switch (op) {  // (MPI's logical ops: bool has no arithmetic)
-        case ReduceOp::SUM: case ReduceOp::MAX: return MPI_LOR;
-        default: return MPI_LAND;
-      }
-    }
-    switch (op) {
-      case ReduceOp::PRODUCT: return MPI_PROD;
-      case ReduceOp::MIN: return MPI_MIN;
-      case ReduceOp::MAX: return MPI_MAX;
-      default: return MPI_SUM;
-    }
-  }
-}
-
-template <class T, class D>
-void check_cpu(const char* what) {
-  static_assert(reel::detail::Backend<D>::host_memory && reel::detail::Backend<D>::has_data,
-                "reel::distributed: the MPI backend carries CPU tensors (CUDA tensors need NCCL)");
-  (void)what;
 }
 }  // namespace detail_dist
 
@@ -239,26 +162,6 @@ inline std::unique_ptr<CommThread>& comm_thread() {
   static std::unique_ptr<CommThread> t;
   return t;
 }
-// While a process group is up, an exception that nothing catches (or any std::terminate)
-// ends every rank with a message naming this one: the others would otherwise wait in their
-// next collective for a rank that is gone.
-[[noreturn]] inline void abort_job_on_terminate() {
-  std::string what = "std::terminate was called without an exception";
-  if (auto e = std::current_exception()) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      what = std::string("uncaught exception: ") + x.what();
-    } catch (...) {
-      what = "uncaught exception of a type not derived from std::exception";
-    }
-  }
-  std::fprintf(stderr, "reel::distributed: rank %d of %d: %s; aborting every rank (MPI_Abort)\n", state().rank,
-               state().size, what.c_str());
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
-}
 }  // namespace detail_dist
 
 namespace detail_dist {
@@ -277,12 +180,23 @@ inline DebugLevel debug_level_from_env() {
 }  // namespace detail_dist
 
 struct InitOptions {
+#if REEL_DIST_MPI
   // MPI's thread level when reel starts MPI (MPI_THREAD_SERIALIZED: one thread calls at a time).
   int mpi_thread_level = MPI_THREAD_SERIALIZED;
+#endif
   // The world group's checks (new_group's groups take these unless told otherwise).
   DebugLevel debug = detail_dist::debug_level_from_env();
-  // How long a checked collective waits for every member to join it (torch's default: 10 min).
+  // How long a checked collective waits for every member to join it (torch's default: 10 min);
+  // for NCCL, also how long the other ranks wait for rank 0's unique id in init_file.
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // NCCL: the CUDA device of this rank; -1: LOCAL_RANK (or OMPI_COMM_WORLD_LOCAL_RANK,
+  // SLURM_LOCALID), else the rank, modulo the number of devices.
+  int device = -1;
+  // NCCL without MPI (a launcher that sets RANK and WORLD_SIZE, as torchrun does): rank 0
+  // writes NCCL's unique id into this file and the others read it (a shared file system's
+  // path that does not exist yet; rank 0 removes it again in destroy_process_group). Empty:
+  // REEL_INIT_FILE. With MPI in the build, the id is broadcast through MPI instead.
+  std::string init_file;
 };
 // A new group's checks; unset: the world's.
 struct GroupOptions {
@@ -295,6 +209,10 @@ struct GroupOptions {
 class ProcessGroup {
  public:
   ProcessGroup() = default;
+  // A group without an MPI communicator (NCCL alone): `rank` is this rank's place, -1 outside.
+  ProcessGroup(std::vector<int> ranks, int rank, DebugLevel debug, std::chrono::milliseconds timeout)
+      : ranks_(std::move(ranks)), rank_(rank), debug_(debug), timeout_(timeout) {}
+#if REEL_DIST_MPI
   // (made where MPI may be called: in init_process_group, or inside CommThread::exclusive)
   // With DebugLevel::DETAIL every member also makes the group's checking communicator.
   ProcessGroup(MPI_Comm comm, std::vector<int> ranks, DebugLevel debug = DebugLevel::OFF,
@@ -306,7 +224,10 @@ class ProcessGroup {
       if (debug_ == DebugLevel::DETAIL) detail_dist::check_mpi(MPI_Comm_dup(comm_, &check_), "MPI_Comm_dup");
     }
   }
+#endif
   ~ProcessGroup() {
+    device_.reset();  // (the device communicator first: NCCL's own teardown)
+#if REEL_DIST_MPI
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (comm_ == MPI_COMM_NULL || finalized) return;
@@ -318,18 +239,22 @@ class ProcessGroup {
       t->exclusive(free);
     else
       free();
+#endif
   }
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
-  bool is_member() const { return comm_ != MPI_COMM_NULL; }
+  bool is_member() const { return rank_ >= 0; }
   int rank() const { return rank_; }  // within the group (-1 outside it)
   int size() const { return static_cast<int>(ranks_.size()); }
   const std::vector<int>& ranks() const { return ranks_; }  // the members' world ranks
+#if REEL_DIST_MPI
   MPI_Comm comm() const { return comm_; }
+  // (the checks' own communicator)
+  MPI_Comm check_comm() const { return check_; }
+#endif
   DebugLevel debug() const { return debug_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  // (the checks' own communicator, and the number of the group's next checked collective)
-  MPI_Comm check_comm() const { return check_; }
+  // (the number of the group's next checked collective)
   int64_t next_seq() const { return seq_++; }
   // The group rank of world rank r (raises when r is not a member).
   int group_rank(int r, const char* what) const {
@@ -337,14 +262,21 @@ class ProcessGroup {
       if (ranks_[k] == r) return static_cast<int>(k);
     raise<value_error>("distributed::", what, ": rank ", r, " is not in the group");
   }
+  // The device engine's communicator of this group (NCCL's, owned here; its type is the
+  // engine's: reel/cuda/nccl.cuh), null where the group has none.
+  const std::shared_ptr<void>& device_comm() const { return device_; }
+  void set_device_comm(std::shared_ptr<void> c) { device_ = std::move(c); }
 
  private:
+#if REEL_DIST_MPI
   MPI_Comm comm_ = MPI_COMM_NULL, check_ = MPI_COMM_NULL;
+#endif
   std::vector<int> ranks_;
   int rank_ = -1;
   DebugLevel debug_ = DebugLevel::OFF;
   std::chrono::milliseconds timeout_{};
   mutable int64_t seq_ = 0;
+  std::shared_ptr<void> device_;
 };
 
 namespace detail_dist {
@@ -355,15 +287,72 @@ inline World& world_holder() {
   static World w;
   return w;
 }
+// What a device engine (NCCL: reel/cuda/nccl.cuh, which fills these in when it is compiled in)
+// does for the process groups.
+struct DeviceHooks {
+  // The world's communicator (every rank calls it in init_process_group, with the world group).
+  std::shared_ptr<void> (*world)(const InitOptions&, const ProcessGroup& world) = nullptr;
+  // A new group's (every rank of the world calls it; null for a rank outside `ranks`).
+  std::shared_ptr<void> (*split)(const ProcessGroup& world, const std::vector<int>& ranks) = nullptr;
+  // barrier() of a group that has no MPI communicator.
+  void (*barrier)(const ProcessGroup&) = nullptr;
+  // Leaving: what init_file left behind.
+  void (*cleanup)(int rank) = nullptr;
+};
+inline DeviceHooks& device_hooks() {
+  static DeviceHooks h;
+  return h;
+}
+// While a process group is up, an exception that nothing catches (or any std::terminate)
+// ends every rank with a message naming this one: the others would otherwise wait in their
+// next collective for a rank that is gone (with MPI: MPI_Abort ends them; without it, this
+// process ends and the launcher, e.g. torchrun, ends the others).
+[[noreturn]] inline void abort_job_on_terminate() {
+  std::string what = "std::terminate was called without an exception";
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = std::string("uncaught exception: ") + x.what();
+    } catch (...) {
+      what = "uncaught exception of a type not derived from std::exception";
+    }
+  }
+  std::fprintf(stderr, "reel::distributed: rank %d of %d: %s; aborting every rank (%s)\n", state().rank,
+               state().size, what.c_str(), REEL_DIST_MPI ? "MPI_Abort" : "this process ends; the launcher ends the others");
+  std::fflush(stderr);
+#if REEL_DIST_MPI
+  MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+  std::abort();
+}
+// An integer from the first of the environment variables that is set; `fallback` if none.
+inline int env_int(std::initializer_list<const char*> vars, int fallback) {
+  for (const char* var : vars)
+    if (const char* v = std::getenv(var)) {
+      char* end = nullptr;
+      const long x = std::strtol(v, &end, 10);
+      REEL_CHECK(end != v && *end == 0 && x >= 0 && x <= INT32_MAX, value_error, "distributed: ", var, "=", v,
+                 " is not a rank or size");
+      return static_cast<int>(x);
+    }
+  return fallback;
+}
 }  // namespace detail_dist
 
-// Joins the launcher's world (mpirun / srun: MPI knows the ranks). Starts MPI unless the
-// program did; a second call raises.
+// Joins the launcher's world. With MPI in the build: mpirun / srun (MPI knows the ranks; MPI is
+// started unless the program did). Without it (NCCL alone): RANK and WORLD_SIZE (torchrun),
+// or a world of one. A second call raises. Backend::NCCL also makes the world's NCCL
+// communicator (this rank's CUDA device: InitOptions::device).
 inline void init_process_group(Backend backend = Backend::MPI, InitOptions o = {}) {
   auto& s = detail_dist::state();
   REEL_CHECK(!s.initialized, error, "distributed::init_process_group: the default process group is initialized already");
-  REEL_CHECK(backend == Backend::MPI, not_implemented_error,
-             "distributed: Backend::NCCL is not in this build yet; use Backend::MPI (CPU tensors)");
+  const auto& hooks = detail_dist::device_hooks();
+  REEL_CHECK(backend != Backend::NCCL || hooks.world, not_implemented_error,
+             "distributed: Backend::NCCL needs reel's NCCL engine: include <reel/distributed.hpp> in a translation "
+             "unit compiled by nvcc where <nccl.h> is found, and link -lnccl");
+  std::vector<int> all;
+#if REEL_DIST_MPI
   int started = 0;
   detail_dist::check_mpi(MPI_Initialized(&started), "MPI_Initialized");
   int provided = 0;
@@ -375,10 +364,10 @@ inline void init_process_group(Backend backend = Backend::MPI, InitOptions o = {
   }
   REEL_CHECK(provided >= MPI_THREAD_SERIALIZED, error, "distributed::init_process_group: MPI provides thread level ",
              provided, "; reel's communication thread needs MPI_THREAD_SERIALIZED (start MPI with MPI_Init_thread)");
-  detail_dist::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.world), "MPI_Comm_dup");
-  detail_dist::check_mpi(MPI_Comm_set_errhandler(s.world, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  detail_dist::check_mpi(MPI_Comm_rank(s.world, &s.rank), "MPI_Comm_rank");
-  detail_dist::check_mpi(MPI_Comm_size(s.world, &s.size), "MPI_Comm_size");
+  MPI_Comm world;
+  detail_dist::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
+  detail_dist::check_mpi(MPI_Comm_rank(world, &s.rank), "MPI_Comm_rank");
+  detail_dist::check_mpi(MPI_Comm_size(world, &s.size), "MPI_Comm_size");
   // The launcher's view must agree with MPI's (a program started outside mpirun sees a world of one).
   for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"})
     if (const char* v = std::getenv(var)) {
@@ -386,17 +375,44 @@ inline void init_process_group(Backend backend = Backend::MPI, InitOptions o = {
                  " but MPI says this is rank ", s.rank, " (was the program started by another launcher?)");
       break;
     }
-  std::vector<int> all(static_cast<size_t>(s.size));
-  for (int r = 0; r < s.size; ++r) all[static_cast<size_t>(r)] = r;
-  MPI_Comm world_copy;
-  detail_dist::check_mpi(MPI_Comm_dup(s.world, &world_copy), "MPI_Comm_dup");
-  detail_dist::world_holder().group = std::make_unique<ProcessGroup>(world_copy, std::move(all), o.debug, o.timeout);
+  for (int r = 0; r < s.size; ++r) all.push_back(r);
+  auto group = std::make_unique<ProcessGroup>(world, all, o.debug, o.timeout);
+#else
+  REEL_CHECK(backend == Backend::NCCL, not_implemented_error,
+             "distributed: Backend::MPI needs MPI in the build (compile with mpicxx, or add MPI's include directory)");
+  REEL_CHECK(o.debug != DebugLevel::DETAIL, not_implemented_error,
+             "distributed: DebugLevel::DETAIL compares the signatures over MPI; this build has NCCL alone");
+  s.size = detail_dist::env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1);
+  s.rank = detail_dist::env_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, 0);
+  REEL_CHECK(s.rank < s.size, value_error, "distributed::init_process_group: rank ", s.rank, " in a world of ", s.size);
+  for (int r = 0; r < s.size; ++r) all.push_back(r);
+  auto group = std::make_unique<ProcessGroup>(all, s.rank, o.debug, o.timeout);
+#endif
   detail_dist::comm_thread() = std::make_unique<detail_dist::CommThread>();
   s.backend = backend;
   s.debug = o.debug;
   s.timeout = o.timeout;
-  s.previous_terminate = std::set_terminate(&detail_dist::abort_job_on_terminate);
+  if (backend == Backend::NCCL) {
+    try {
+      group->set_device_comm(hooks.world(o, *group));
+    } catch (...) {
+      if (hooks.cleanup) hooks.cleanup(s.rank);  // (an id file written already)
+      group.reset();
+      detail_dist::comm_thread().reset();
+#if REEL_DIST_MPI
+      // (MPI stays up, so a later init_process_group can still use it: MPI cannot start twice;
+      // if none succeeds, it is ended at exit)
+      if (s.finalize_mpi) std::atexit([] {
+          int finalized = 0;
+          if (MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized && !detail_dist::state().initialized) MPI_Finalize();
+        });
+#endif
+      throw;
+    }
+  }
   s.initialized = true;
+  detail_dist::world_holder().group = std::move(group);
+  s.previous_terminate = std::set_terminate(&detail_dist::abort_job_on_terminate);
 }
 inline bool is_initialized() { return detail_dist::state().initialized; }
 inline int rank() { return detail_dist::live("rank").rank; }
@@ -416,17 +432,28 @@ inline std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, GroupOpti
   for (int r : ranks)
     REEL_CHECK(r >= 0 && r < s.size, value_error, "distributed::new_group: rank ", r, " is not in a world of ", s.size);
   std::shared_ptr<ProcessGroup> g;
+  const DebugLevel debug = go.debug.value_or(s.debug);
+  const auto timeout = go.timeout.value_or(s.timeout);
+#if REEL_DIST_MPI
   detail_dist::comm_thread()->exclusive([&] {
     MPI_Group all, sub;
-    detail_dist::check_mpi(MPI_Comm_group(s.world, &all), "MPI_Comm_group");
+    const MPI_Comm world = detail_dist::world_holder().group->comm();
+    detail_dist::check_mpi(MPI_Comm_group(world, &all), "MPI_Comm_group");
     detail_dist::check_mpi(MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &sub), "MPI_Group_incl");
     MPI_Comm comm = MPI_COMM_NULL;
-    const int rc = MPI_Comm_create(s.world, sub, &comm);
+    const int rc = MPI_Comm_create(world, sub, &comm);
     MPI_Group_free(&sub);
     MPI_Group_free(&all);
     detail_dist::check_mpi(rc, "MPI_Comm_create");
-    g = std::make_shared<ProcessGroup>(comm, ranks, go.debug.value_or(s.debug), go.timeout.value_or(s.timeout));
+    g = std::make_shared<ProcessGroup>(comm, ranks, debug, timeout);
   });
+#else
+  REEL_CHECK(debug != DebugLevel::DETAIL, not_implemented_error,
+             "distributed::new_group: DebugLevel::DETAIL compares the signatures over MPI; this build has NCCL alone");
+  const auto at = std::find(ranks.begin(), ranks.end(), s.rank);
+  g = std::make_shared<ProcessGroup>(ranks, at == ranks.end() ? -1 : static_cast<int>(at - ranks.begin()), debug, timeout);
+#endif
+  if (s.backend == Backend::NCCL) g->set_device_comm(detail_dist::device_hooks().split(world(), ranks));
   return g;
 }
 // Leaves the process group (and ends MPI when init_process_group started it).
@@ -434,13 +461,15 @@ inline void destroy_process_group() {
   auto& s = detail_dist::live("destroy_process_group");
   detail_dist::world_holder().group.reset();
   detail_dist::comm_thread().reset();  // (after its last job)
-  detail_dist::check_mpi(MPI_Comm_free(&s.world), "MPI_Comm_free");
+  if (s.backend == Backend::NCCL && detail_dist::device_hooks().cleanup) detail_dist::device_hooks().cleanup(s.rank);
   std::set_terminate(s.previous_terminate);
   s.initialized = false;
+#if REEL_DIST_MPI
   if (s.finalize_mpi) {
     s.finalize_mpi = false;
     detail_dist::check_mpi(MPI_Finalize(), "MPI_Finalize");
   }
+#endif
 }
 
 }  // namespace reel::distributed

@@ -14,14 +14,16 @@ class Work {
     std::mutex mu;
     std::condition_variable cv;
     bool ran = false;
-    int rc = MPI_SUCCESS;
+    int rc = 0;  // the engine's code (0: success)
     const char* what = "";
+    void (*check)(int rc, const char* what) = nullptr;  // raises for a failed rc
     std::function<void()> finish;  // on the waiting thread, once
     bool finished = false;
     std::vector<std::shared_ptr<void>> keep;  // buffers the call reads or writes
-    MPI_Request request = MPI_REQUEST_NULL;   // a started send / receive (ran: it started)
-    bool needs_wait = false;
-    std::chrono::steady_clock::time_point began, ended;  // the MPI call's (set before ran)
+    // A started operation still to complete (an MPI send / receive, a CUDA stream's work):
+    // pending(true, done) waits for it, pending(false, done) polls; both return an rc.
+    std::function<int(bool block, bool& done)> pending;
+    std::chrono::steady_clock::time_point began, ended;  // the engine call's (set before ran)
     void mark(int code) {
       {
         std::lock_guard<std::mutex> l(mu);
@@ -30,16 +32,23 @@ class Work {
       }
       cv.notify_all();
     }
+    // Polls (block false) or waits for the pending part; true once it is done.
+    bool settle(bool block) {
+      if (!pending || rc != 0) return true;
+      bool done = false;
+      rc = pending(block, done);
+      if (done || rc != 0) pending = nullptr;
+      return done || rc != 0;
+    }
     void complete() {
       {
         std::unique_lock<std::mutex> l(mu);
         cv.wait(l, [&] { return ran; });
       }
       if (finished) return;
-      if (needs_wait && rc == MPI_SUCCESS) detail_dist::comm_thread()->exclusive([&] { rc = MPI_Wait(&request, MPI_STATUS_IGNORE); });
-      needs_wait = false;
+      settle(true);
       finished = true;
-      detail_dist::check_mpi(rc, what);
+      if (rc != 0 && check) check(rc, what);
       if (finish) finish();
     }
   };
@@ -49,7 +58,8 @@ class Work {
     if (h_) h_->st->complete();
   }
   // When the MPI call began and returned (a collective, once completed; for a send / receive,
-  // its start), e.g. to see how much of it ran during backward.
+  // its start), e.g. to see how much of it ran during backward. For NCCL: when the call was
+  // enqueued on the device and when wait() (or is_completed()) found it done.
   std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point> span() const {
     if (!h_) return {};
     return {h_->st->began, h_->st->ended};
@@ -61,12 +71,7 @@ class Work {
       std::lock_guard<std::mutex> l(st.mu);
       if (!st.ran) return false;
     }
-    if (st.needs_wait && st.rc == MPI_SUCCESS) {
-      int flag = 0;
-      detail_dist::comm_thread()->exclusive([&] { st.rc = MPI_Test(&st.request, &flag, MPI_STATUS_IGNORE); });
-      if (!flag && st.rc == MPI_SUCCESS) return false;
-      st.needs_wait = false;
-    }
+    if (!st.settle(false)) return false;
     st.complete();
     return true;
   }
@@ -97,22 +102,24 @@ inline const ProcessGroup& group_of(const CollectiveOptions& o, const char* what
   REEL_CHECK(g.is_member(), error, "distributed::", what, ": this rank (", state().rank, ") is not in the group");
   return g;
 }
-// Runs call() (a blocking MPI call, capturing what it needs by value): on this thread once
-// the communication thread is idle, or, for {.async_op = true}, queued for that thread (calls
-// run in the order they were made, so every rank issues its collectives in program order while
-// the caller goes on: PyTorch's ProcessGroupMPI works the same way).
 inline std::shared_ptr<Work::State> make_state(std::function<void()> finish, std::vector<std::shared_ptr<void>> keep,
-                                               const char* what) {
+                                               const char* what, void (*check)(int, const char*)) {
   auto st = std::make_shared<Work::State>();
   st->finish = std::move(finish);
   st->keep = std::move(keep);
   st->what = what;
+  st->check = check;
   return st;
 }
+#if REEL_DIST_MPI
+// Runs call() (a blocking MPI call, capturing what it needs by value): on this thread once
+// the communication thread is idle, or, for {.async_op = true}, queued for that thread (calls
+// run in the order they were made, so every rank issues its collectives in program order while
+// the caller goes on: PyTorch's ProcessGroupMPI works the same way).
 template <class Call>
 Work launch(const CollectiveOptions& o, Call call, std::function<void()> finish,
             std::vector<std::shared_ptr<void>> keep, const char* what) {
-  auto st = make_state(std::move(finish), std::move(keep), what);
+  auto st = make_state(std::move(finish), std::move(keep), what, &check_mpi);
   auto timed = [](Work::State& s, Call& c) {
     s.began = std::chrono::steady_clock::now();
     const int rc = c();
@@ -135,9 +142,17 @@ Work launch(const CollectiveOptions& o, Call call, std::function<void()> finish,
 template <class Start>
 Work launch_p2p(const CollectiveOptions& o, Start start, std::function<void()> finish,
                 std::vector<std::shared_ptr<void>> keep, const char* what) {
-  auto st = make_state(std::move(finish), std::move(keep), what);
-  st->needs_wait = true;
-  auto job = [st, start = std::move(start)]() mutable { st->mark(start(&st->request)); };
+  auto st = make_state(std::move(finish), std::move(keep), what, &check_mpi);
+  auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
+  st->pending = [request](bool block, bool& done) {
+    int rc = MPI_SUCCESS, flag = 0;
+    comm_thread()->exclusive([&] {
+      rc = block ? MPI_Wait(request.get(), MPI_STATUS_IGNORE) : MPI_Test(request.get(), &flag, MPI_STATUS_IGNORE);
+    });
+    done = block || flag;
+    return rc;
+  };
+  auto job = [st, request, start = std::move(start)]() mutable { st->mark(start(request.get())); };
   if (o.async_op)
     comm_thread()->post(std::move(job));
   else
@@ -146,9 +161,10 @@ Work launch_p2p(const CollectiveOptions& o, Start start, std::function<void()> f
   if (!o.async_op) w.wait();
   return w;
 }
-template <class T>
-std::shared_ptr<void> hold(const Tensor<T, CPU>& t) {
-  return std::make_shared<Tensor<T, CPU>>(t);
+#endif
+template <class T, class D>
+std::shared_ptr<void> hold(const Tensor<T, D>& t) {
+  return std::make_shared<Tensor<T, D>>(t);
 }
 template <class T>
 void divide(Tensor<T, CPU>& t, int n) {
@@ -170,13 +186,13 @@ void check_avg(ReduceOp op, const char* what) {
     REEL_CHECK(is_floating_v<T> || is_complex_v<T>, type_error, "distributed::", what,
                ": AVG needs a floating point or complex tensor (an integer mean would be rounded)");
 }
-template <class T>
-Tensor<T, CPU> contiguous_of(const Tensor<T, CPU>& t) {
+template <class T, class D>
+Tensor<T, D> contiguous_of(const Tensor<T, D>& t) {
   return t.is_contiguous() ? t : t.contiguous();
 }
 // Writes `data` (a contiguous result) back into `target` when they differ, and marks the write.
-template <class T>
-void write_back(Tensor<T, CPU> target, Tensor<T, CPU> data) {
+template <class T, class D>
+void write_back(Tensor<T, D> target, Tensor<T, D> data) {
   if (!data.is_same_storage(target) || data.storage_offset() != target.storage_offset() || !target.is_contiguous())
     target.copy_(data);
   else
@@ -187,8 +203,8 @@ inline int count_of(int64_t n, const char* what) {
              " elements is more than one MPI call carries (2^31 - 1)");
   return static_cast<int>(n);
 }
-template <class T>
-void same_shapes(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes, size_t n, const char* what) {
+template <class T, class D>
+void same_shapes(const std::vector<Tensor<T, D>>& list, const Shape& sizes, size_t n, const char* what) {
   REEL_CHECK(list.size() == n, value_error, "distributed::", what, ": the list has ", list.size(),
              " tensors for a group of ", n);
   for (const auto& x : list)
@@ -196,24 +212,33 @@ void same_shapes(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes, si
                ", the other argument ", sizes);
 }
 // list[k] = all[k] for each k (a received [n, *sizes] tensor into the caller's list).
-template <class T>
-void unstack_into(std::vector<Tensor<T, CPU>>& list, const Tensor<T, CPU>& all) {
+template <class T, class D>
+void unstack_into(std::vector<Tensor<T, D>>& list, const Tensor<T, D>& all) {
   for (size_t k = 0; k < list.size(); ++k) list[k].copy_(all.select(0, static_cast<int64_t>(k)));
 }
 // The list's tensors stacked into one contiguous tensor ([n, *sizes]).
-template <class T>
-Tensor<T, CPU> stacked(const std::vector<Tensor<T, CPU>>& list, const Shape& sizes) {
+template <class T, class D>
+Tensor<T, D> stacked(const std::vector<Tensor<T, D>>& list, const Shape& sizes) {
   Shape whole = sizes;
   whole.insert(0, static_cast<int64_t>(list.size()));
-  Tensor<T, CPU> all = empty<T, CPU>(whole);
+  Tensor<T, D> all = empty<T, D>(whole);
   for (size_t r = 0; r < list.size(); ++r) all.select(0, static_cast<int64_t>(r)).copy_(list[r]);
   return all;
 }
 }  // namespace detail_dist
+// Waits until every member of the group has called it (over MPI where the group has an MPI
+// communicator, else over the device engine: NCCL).
 inline void barrier(CollectiveOptions o = {}) {
   const ProcessGroup& g = detail_dist::group_of(o, "barrier");
   detail_dist::check_barrier(g);
-  detail_dist::launch(o, [c = g.comm()] { return MPI_Barrier(c); }, {}, {}, "MPI_Barrier").wait();
+#if REEL_DIST_MPI
+  if (g.comm() != MPI_COMM_NULL) {
+    detail_dist::launch(o, [c = g.comm()] { return MPI_Barrier(c); }, {}, {}, "MPI_Barrier").wait();
+    return;
+  }
+#endif
+  REEL_CHECK(detail_dist::device_hooks().barrier && g.device_comm(), error, "distributed::barrier: the group has no engine");
+  detail_dist::device_hooks().barrier(g);
 }
 
 }  // namespace reel::inline REEL_ABI::distributed

@@ -3,7 +3,8 @@
 // compiled mode (reel::runtime, REEL_COMPILED_LIB) the headers declare these instantiations
 // `extern template` and the sources generated from src/instantiate.cpp.in define them, so a
 // user's translation unit does not instantiate and optimize them again (header-only mode:
-// nothing changes). An entry is the instantiated declaration with T for the element type; X
+// nothing changes; nor with REEL_RUNTIME_NO_INSTANTIATIONS, a runtime built without them:
+// CMake's REEL_RUNTIME_INSTANTIATE=OFF). An entry is the instantiated declaration with T for the element type; X
 // receives it as its arguments. The elementwise ops' autograd tables and the evaluation of one
 // op over tensors and numbers (`a + b`, `x * 2`, `exp(x)`: materialize), for complex<float> and
 // complex<double> too, come from the op lists (instantiate_ops.inc).
@@ -52,7 +53,7 @@
 #define REEL_INSTANTIATE_ALL(X) \
   REEL_INSTANTIATE_TYPED(X, float) REEL_INSTANTIATE_TYPED(X, double) REEL_INSTANTIATE_UNTYPED(X)
 
-#if defined(REEL_COMPILED_LIB) && !defined(REEL_INSTANTIATING)
+#if defined(REEL_COMPILED_LIB) && !defined(REEL_INSTANTIATING) && !defined(REEL_RUNTIME_NO_INSTANTIATIONS)
 namespace reel::inline REEL_ABI {
 REEL_INSTANTIATE_ALL(REEL_EXTERN_TEMPLATE)
 #define REEL_OP_ENTRY REEL_EXTERN_TEMPLATE
