@@ -18,6 +18,11 @@
 
 using namespace reel;
 namespace dist = reel::distributed;
+// An MPI build's distributed types live in their own inline namespace (a file compiled
+// without MPI has other layouts: mixing the two must not link).
+static_assert(std::is_same_v<dist::ProcessGroup, reel::distributed::with_mpi::ProcessGroup>);
+static_assert(std::is_same_v<nn::parallel::DistributedDataParallel<float>,
+                             reel::nn::parallel::with_mpi::DistributedDataParallel<float>>);
 
 namespace {
 template <class T>

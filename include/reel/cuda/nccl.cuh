@@ -20,6 +20,7 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -28,7 +29,7 @@
 #include "../distributed/process_group.hpp"
 #include "../distributed/work.hpp"
 
-namespace reel::inline REEL_ABI::distributed {
+namespace reel::inline REEL_ABI::distributed::inline REEL_DIST_ABI {
 namespace detail_dist {
 
 inline void check_nccl(int rc, const char* what) {
@@ -66,7 +67,7 @@ inline std::string& init_file_path() {  // (rank 0's file, removed when the grou
   static std::string p;
   return p;
 }
-inline void exchange_id_by_file(ncclUniqueId& id, int rank, const InitOptions& o) {
+inline void exchange_id_by_file(char* msg, size_t len, int rank, const InitOptions& o) {
   std::string path = o.init_file;
   if (path.empty())
     if (const char* v = std::getenv("REEL_INIT_FILE")) path = v;
@@ -80,7 +81,7 @@ inline void exchange_id_by_file(ncclUniqueId& id, int rank, const InitOptions& o
     const std::string tmp = path + ".part" + std::to_string(::getpid());
     {
       std::ofstream f(tmp, std::ios::binary);
-      f.write(id.internal, sizeof(id.internal));
+      f.write(msg, static_cast<std::streamsize>(len));
       REEL_CHECK(f.good(), error, "distributed::init_process_group: cannot write ", tmp);
     }
     fs::rename(tmp, path);  // (whole or not at all, for the readers)
@@ -90,9 +91,9 @@ inline void exchange_id_by_file(ncclUniqueId& id, int rank, const InitOptions& o
   const auto deadline = std::chrono::steady_clock::now() + o.timeout;
   for (;;) {
     std::error_code ec;
-    if (fs::exists(path, ec) && fs::file_size(path, ec) == sizeof(id.internal)) {
+    if (fs::exists(path, ec) && fs::file_size(path, ec) == len) {
       std::ifstream f(path, std::ios::binary);
-      f.read(id.internal, sizeof(id.internal));
+      f.read(msg, static_cast<std::streamsize>(len));
       if (f.good()) return;
     }
     REEL_CHECK(std::chrono::steady_clock::now() < deadline, error, "distributed::init_process_group: rank 0 did not ",
@@ -109,15 +110,23 @@ inline std::shared_ptr<void> nccl_world(const InitOptions& o, const ProcessGroup
   REEL_CHECK(dev < devices, value_error, "distributed::init_process_group: device ", dev, " of ", devices);
   gpu::set_device(dev);
   ncclUniqueId id{};
-  if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  const int id_rc = rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
   if (size > 1) {
+    // the id and whether rank 0 got it: a failure there ends every rank's init, not rank 0's alone
+    char msg[sizeof(id.internal) + 1];
+    std::memcpy(msg, id.internal, sizeof(id.internal));
+    msg[sizeof(id.internal)] = id_rc == ncclSuccess ? 1 : 0;
 #if REEL_DIST_MPI
-    comm_thread()->exclusive(
-        [&] { check_mpi(MPI_Bcast(id.internal, sizeof(id.internal), MPI_BYTE, 0, world.comm()), "MPI_Bcast"); });
+    comm_thread()->exclusive([&] { check_mpi(MPI_Bcast(msg, sizeof(msg), MPI_BYTE, 0, world.comm()), "MPI_Bcast"); });
 #else
-    exchange_id_by_file(id, rank, o);
+    exchange_id_by_file(msg, sizeof(msg), rank, o);
 #endif
+    std::memcpy(id.internal, msg, sizeof(id.internal));
+    REEL_CHECK(rank == 0 || msg[sizeof(id.internal)] == 1, error,
+               "distributed::init_process_group(Backend::NCCL): rank 0 could not make NCCL's unique id "
+               "(ncclGetUniqueId failed there; its error says why)");
   }
+  check_nccl(id_rc, "ncclGetUniqueId");
   ncclComm_t c = nullptr;
   check_nccl(ncclCommInitRank(&c, size, id, rank), "ncclCommInitRank");
   return std::make_shared<NcclComm>(c, dev);
@@ -245,6 +254,11 @@ Work nccl_launch(const ProcessGroup& g, const CollectiveOptions& o, Call call, s
     }
     if (finished) raw->ended = std::chrono::steady_clock::now();
     return static_cast<int>(ncclSuccess);
+  };
+  st->device_done = [done] {
+    const cudaError_t q = cudaEventQuery(done.get());
+    if (q != cudaErrorNotReady) REEL_CUDA_CHECK(q);
+    return q == cudaSuccess;
   };
   st->mark(rc);
   Work w(st);

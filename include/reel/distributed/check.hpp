@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-namespace reel::inline REEL_ABI::distributed::detail_dist {
+namespace reel::inline REEL_ABI::distributed::inline REEL_DIST_ABI::detail_dist {
 
 // seq, op, dtype, root, numel, ndim, then the first kSigDims sizes
 inline constexpr int kSigDims = 10;

@@ -5,7 +5,7 @@
 #if REEL_DIST_MPI
 #include "mpi_types.hpp"
 
-namespace reel::inline REEL_ABI::distributed {
+namespace reel::inline REEL_ABI::distributed::inline REEL_DIST_ABI {
 
 // t = op over the group's t, on every member.
 template <class T, class D>

@@ -2,7 +2,7 @@
 // nn::parallel::DistributedDataParallel on reel::distributed (see <reel/distributed.hpp>).
 #include "collectives.hpp"
 
-namespace reel::inline REEL_ABI::nn::parallel {
+namespace reel::inline REEL_ABI::nn::parallel::inline REEL_DIST_ABI {
 
 // Data-parallel training (torch.nn.parallel.DistributedDataParallel) over a process group:
 //

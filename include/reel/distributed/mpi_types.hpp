@@ -6,7 +6,7 @@
 #error "reel/distributed/mpi_types.hpp needs MPI"
 #endif
 
-namespace reel::inline REEL_ABI::distributed {
+namespace reel::inline REEL_ABI::distributed::inline REEL_DIST_ABI {
 namespace detail_dist {
 // float16 / bfloat16: two bytes on the wire, reduced in float.
 template <class T>

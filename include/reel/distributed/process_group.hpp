@@ -40,7 +40,18 @@
 #include "../core/tensor.hpp"
 #include "../ops/factories.hpp"
 
-namespace reel::inline REEL_ABI::distributed {
+// The groups' and options' layout depends on whether MPI is in the build, so each setting
+// names its own inline namespace: an object compiled with MPI and one compiled without (an
+// nvcc file with REEL_DIST_NO_MPI) that pass these types to each other fail to link instead
+// of reading each other's members at the wrong offsets. (Two such files do not share a
+// world either: each setting has its own state.)
+#if REEL_DIST_MPI
+#define REEL_DIST_ABI with_mpi
+#else
+#define REEL_DIST_ABI no_mpi
+#endif
+
+namespace reel::inline REEL_ABI::distributed::inline REEL_DIST_ABI {
 
 // MPI: CPU tensors. NCCL: CUDA tensors (and, where MPI is in the build, CPU tensors over MPI
 // in the same groups, as PyTorch's "cpu:gloo,cuda:nccl").

@@ -19,7 +19,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace reel::inline REEL_ABI::distributed {
+namespace reel::inline REEL_ABI::distributed::inline REEL_DIST_ABI {
 
 // Rank `rank`'s part of a state dict that every rank holds (of `world` ranks): the entries dealt
 // largest first, each to the rank with the fewest bytes so far (ties: the lower rank), so every

@@ -4,7 +4,7 @@
 #include "check.hpp"
 #include "process_group.hpp"
 
-namespace reel::inline REEL_ABI::distributed {
+namespace reel::inline REEL_ABI::distributed::inline REEL_DIST_ABI {
 
 // A collective's completion: wait() returns once it is done and its results are written
 // (into a strided tensor, an AVG's division). Dropping the last copy of a Work waits too.
@@ -23,6 +23,10 @@ class Work {
     // A started operation still to complete (an MPI send / receive, a CUDA stream's work):
     // pending(true, done) waits for it, pending(false, done) polls; both return an rc.
     std::function<int(bool block, bool& done)> pending;
+    // Whether the device has finished the work (NCCL: its event), asked by is_completed()
+    // also after wait(), which only made the caller's stream wait for it. Null: done once
+    // completed.
+    std::function<bool()> device_done;
     std::chrono::steady_clock::time_point began, ended;  // the engine call's (set before ran)
     void mark(int code) {
       {
@@ -73,7 +77,7 @@ class Work {
     }
     if (!st.settle(false)) return false;
     st.complete();
-    return true;
+    return !st.device_done || st.device_done();
   }
 
  private:
@@ -144,8 +148,10 @@ Work launch_p2p(const CollectiveOptions& o, Start start, std::function<void()> f
                 std::vector<std::shared_ptr<void>> keep, const char* what) {
   auto st = make_state(std::move(finish), std::move(keep), what, &check_mpi);
   auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
-  st->pending = [request](bool block, bool& done) {
+  st->pending = [request, what](bool block, bool& done) {
     int rc = MPI_SUCCESS, flag = 0;
+    REEL_CHECK(comm_thread(), error, "distributed::", what,
+               ": the Work was waited for after destroy_process_group (MPI has ended; wait before leaving the group)");
     comm_thread()->exclusive([&] {
       rc = block ? MPI_Wait(request.get(), MPI_STATUS_IGNORE) : MPI_Test(request.get(), &flag, MPI_STATUS_IGNORE);
     });

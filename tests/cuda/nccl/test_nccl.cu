@@ -13,8 +13,15 @@
 
 using namespace reel;
 namespace dist = reel::distributed;
+// Built without MPI (REEL_DIST_NO_MPI): its distributed types are another inline namespace's
+// than an MPI build's (other layouts), so the two cannot be linked together by mistake.
+static_assert(std::is_same_v<dist::ProcessGroup, reel::distributed::no_mpi::ProcessGroup>);
 
 namespace {
+__global__ void spin_kernel(long long ns) {  // (busy for about ns nanoseconds)
+  const long long until = clock64() + ns * 2;  // (clock64 counts SM cycles: ~2 GHz)
+  while (clock64() < until) __nanosleep(1000);
+}
 #define REQUIRE_WORLD()                   \
   do {                                    \
     if (!dist::is_initialized()) {        \
@@ -153,6 +160,16 @@ TEST_CASE("nccl: a strided tensor is reduced in place, an asynchronous call over
     CHECK(va[static_cast<size_t>(i)] == folded<double>(dist::ReduceOp::MAX, i));
   CHECK(on_host(later)[7] == 2.0);
   CHECK(w.is_completed());
+
+  // is_completed() asks the device: work queued behind a kernel still running is not done,
+  // before wait() or after it (wait() only makes this stream wait).
+  spin_kernel<<<1, 1, 0, gpu::current_stream()>>>(200'000'000);  // 0.2 s ahead of the all-reduce
+  dist::Work slow = dist::all_reduce(a, dist::ReduceOp::SUM, {.async_op = true});
+  CHECK_FALSE(slow.is_completed());
+  slow.wait();
+  CHECK_FALSE(slow.is_completed());
+  gpu::synchronize();
+  CHECK(slow.is_completed());
 }
 
 TEST_CASE("nccl: broadcast, reduce, all_gather (list and tensor), reduce_scatter") {
