@@ -279,13 +279,14 @@ ncclResult_t nccl_group(F&& f) {
   rc = ncclGroupEnd();
   return inner != ncclSuccess ? inner : rc;
 }
+// Member r's part of a stacked buffer of `n` bytes per member.
 template <class T>
-const void* bytes_of(const Tensor<T, CUDA>& t) {
-  return static_cast<const void*>(t.data_ptr());
+const char* bytes_at(const Tensor<T, CUDA>& t, int r, size_t n) {
+  return reinterpret_cast<const char*>(t.data_ptr()) + static_cast<size_t>(r) * n;
 }
 template <class T>
-void* mutable_bytes_of(Tensor<T, CUDA>& t) {
-  return static_cast<void*>(t.mutable_data_ptr());
+char* bytes_at(Tensor<T, CUDA>& t, int r, size_t n) {
+  return reinterpret_cast<char*>(t.mutable_data_ptr()) + static_cast<size_t>(r) * n;
 }
 template <class T>
 size_t byte_count(const Tensor<T, CUDA>& t) {
@@ -413,15 +414,10 @@ Work reduce_scatter(Tensor<T, CUDA>& out, const std::vector<Tensor<T, CUDA>>& in
 template <class T>
 Work gather(const Tensor<T, CUDA>& t, std::vector<Tensor<T, CUDA>>& gather_list, int dst, CollectiveOptions o = {}) {
   const ProcessGroup& g = detail_dist::group_of(o, "gather");
-  const int root = g.group_rank(dst, "gather");
-  const bool mine = g.rank() == root;
-  if (mine && gather_list.empty())
-    for (int r = 0; r < g.size(); ++r) gather_list.push_back(empty<T, CUDA>(t.sizes()));
-  if (mine) detail_dist::same_shapes(gather_list, t.sizes(), static_cast<size_t>(g.size()), "gather");
-  detail_dist::check_collective<T>(g, "gather", t.sizes(), root);
-  Shape whole = t.sizes();
-  whole.insert(0, mine ? g.size() : 0);
-  auto all = empty<T, CUDA>(whole);
+  const auto args = detail_dist::gather_args(g, t, gather_list, dst);
+  const int root = args.root;
+  const bool mine = args.mine;
+  auto all = args.all;
   auto in = detail_dist::contiguous_of(t);
   const size_t n = detail_dist::byte_count(in);
   return detail_dist::nccl_launch(
@@ -430,7 +426,7 @@ Work gather(const Tensor<T, CUDA>& t, std::vector<Tensor<T, CUDA>>& gather_list,
         return detail_dist::nccl_group([&] {
           if (mine)
             for (int r = 0; r < size; ++r) {
-              auto* at = static_cast<char*>(detail_dist::mutable_bytes_of(all)) + static_cast<size_t>(r) * n;
+              auto* at = detail_dist::bytes_at(all, r, n);
               if (auto rc = ncclRecv(at, n, ncclUint8, r, c, s); rc != ncclSuccess) return rc;
             }
           return ncclSend(in.data_ptr(), n, ncclUint8, root, c, s);
@@ -445,11 +441,10 @@ Work gather(const Tensor<T, CUDA>& t, std::vector<Tensor<T, CUDA>>& gather_list,
 template <class T>
 Work scatter(Tensor<T, CUDA>& out, const std::vector<Tensor<T, CUDA>>& scatter_list, int src, CollectiveOptions o = {}) {
   const ProcessGroup& g = detail_dist::group_of(o, "scatter");
-  const int root = g.group_rank(src, "scatter");
-  const bool mine = g.rank() == root;
-  if (mine) detail_dist::same_shapes(scatter_list, out.sizes(), static_cast<size_t>(g.size()), "scatter");
-  detail_dist::check_collective<T>(g, "scatter", out.sizes(), root);
-  auto all = mine ? detail_dist::stacked(scatter_list, out.sizes()) : empty<T, CUDA>({0});
+  const auto args = detail_dist::scatter_args(g, out, scatter_list, src);
+  const int root = args.root;
+  const bool mine = args.mine;
+  auto all = args.all;
   auto data = detail_dist::contiguous_of(out);
   const size_t n = detail_dist::byte_count(data);
   return detail_dist::nccl_launch(
@@ -458,7 +453,7 @@ Work scatter(Tensor<T, CUDA>& out, const std::vector<Tensor<T, CUDA>>& scatter_l
         return detail_dist::nccl_group([&] {
           if (mine)
             for (int r = 0; r < size; ++r) {
-              const auto* at = static_cast<const char*>(detail_dist::bytes_of(all)) + static_cast<size_t>(r) * n;
+              const auto* at = detail_dist::bytes_at(std::as_const(all), r, n);
               if (auto rc = ncclSend(at, n, ncclUint8, r, c, s); rc != ncclSuccess) return rc;
             }
           return ncclRecv(data.mutable_data_ptr(), n, ncclUint8, root, c, s);
@@ -471,22 +466,16 @@ Work scatter(Tensor<T, CUDA>& out, const std::vector<Tensor<T, CUDA>>& scatter_l
 template <class T>
 Work all_to_all(std::vector<Tensor<T, CUDA>>& out, const std::vector<Tensor<T, CUDA>>& in, CollectiveOptions o = {}) {
   const ProcessGroup& g = detail_dist::group_of(o, "all_to_all");
-  REEL_CHECK(!in.empty(), value_error, "distributed::all_to_all: the input list is empty");
-  detail_dist::same_shapes(in, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
-  if (out.empty())
-    for (int r = 0; r < g.size(); ++r) out.push_back(empty<T, CUDA>(in[0].sizes()));
-  detail_dist::same_shapes(out, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
-  detail_dist::check_collective<T>(g, "all_to_all", in[0].sizes());
-  auto send = detail_dist::stacked(in, in[0].sizes());
-  auto recv = empty<T, CUDA>(send.sizes());
+  auto bufs = detail_dist::all_to_all_args(g, out, in);
+  auto send = bufs.first, recv = bufs.second;
   const size_t n = detail_dist::byte_count(in[0]);
   return detail_dist::nccl_launch(
       g, o,
       [=, size = g.size()](ncclComm_t c, cudaStream_t s) mutable {
         return detail_dist::nccl_group([&] {
           for (int r = 0; r < size; ++r) {
-            const auto* from = static_cast<const char*>(detail_dist::bytes_of(send)) + static_cast<size_t>(r) * n;
-            auto* to = static_cast<char*>(detail_dist::mutable_bytes_of(recv)) + static_cast<size_t>(r) * n;
+            const auto* from = detail_dist::bytes_at(std::as_const(send), r, n);
+            auto* to = detail_dist::bytes_at(recv, r, n);
             if (auto rc = ncclSend(from, n, ncclUint8, r, c, s); rc != ncclSuccess) return rc;
             if (auto rc = ncclRecv(to, n, ncclUint8, r, c, s); rc != ncclSuccess) return rc;
           }

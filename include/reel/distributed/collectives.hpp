@@ -154,15 +154,10 @@ template <class T, class D>
 Work gather(const Tensor<T, D>& t, std::vector<Tensor<T, D>>& gather_list, int dst, CollectiveOptions o = {}) {
   detail_dist::check_cpu<T, D>("gather");
   const ProcessGroup& g = detail_dist::group_of(o, "gather");
-  const int root = g.group_rank(dst, "gather");
-  const bool mine = g.rank() == root;
-  if (mine && gather_list.empty())
-    for (int r = 0; r < g.size(); ++r) gather_list.push_back(empty<T, D>(t.sizes()));
-  if (mine) detail_dist::same_shapes(gather_list, t.sizes(), static_cast<size_t>(g.size()), "gather");
-  detail_dist::check_collective<T>(g, "gather", t.sizes(), root);
-  Shape whole = t.sizes();
-  whole.insert(0, mine ? g.size() : 0);
-  auto all = empty<T, CPU>(whole);
+  const auto args = detail_dist::gather_args(g, t, gather_list, dst);
+  const int root = args.root;
+  const bool mine = args.mine;
+  auto all = args.all;
   auto in = detail_dist::contiguous_of(t);
   const int n = detail_dist::count_of(in.numel(), "gather");
   return detail_dist::launch(
@@ -183,11 +178,10 @@ template <class T, class D>
 Work scatter(Tensor<T, D>& out, const std::vector<Tensor<T, D>>& scatter_list, int src, CollectiveOptions o = {}) {
   detail_dist::check_cpu<T, D>("scatter");
   const ProcessGroup& g = detail_dist::group_of(o, "scatter");
-  const int root = g.group_rank(src, "scatter");
-  const bool mine = g.rank() == root;
-  if (mine) detail_dist::same_shapes(scatter_list, out.sizes(), static_cast<size_t>(g.size()), "scatter");
-  detail_dist::check_collective<T>(g, "scatter", out.sizes(), root);
-  auto all = mine ? detail_dist::stacked(scatter_list, out.sizes()) : empty<T, CPU>({0});
+  const auto args = detail_dist::scatter_args(g, out, scatter_list, src);
+  const int root = args.root;
+  const bool mine = args.mine;
+  auto all = args.all;
   auto data = empty<T, CPU>(out.sizes());
   const int n = detail_dist::count_of(data.numel(), "scatter");
   return detail_dist::launch(
@@ -204,14 +198,8 @@ template <class T, class D>
 Work all_to_all(std::vector<Tensor<T, D>>& out, const std::vector<Tensor<T, D>>& in, CollectiveOptions o = {}) {
   detail_dist::check_cpu<T, D>("all_to_all");
   const ProcessGroup& g = detail_dist::group_of(o, "all_to_all");
-  REEL_CHECK(!in.empty(), value_error, "distributed::all_to_all: the input list is empty");
-  detail_dist::same_shapes(in, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
-  if (out.empty())
-    for (int r = 0; r < g.size(); ++r) out.push_back(empty<T, D>(in[0].sizes()));
-  detail_dist::same_shapes(out, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
-  detail_dist::check_collective<T>(g, "all_to_all", in[0].sizes());
-  auto send = detail_dist::stacked(in, in[0].sizes());
-  auto recv = empty<T, CPU>(send.sizes());
+  auto bufs = detail_dist::all_to_all_args(g, out, in);
+  auto send = bufs.first, recv = bufs.second;
   const int n = detail_dist::count_of(in[0].numel(), "all_to_all");
   return detail_dist::launch(
       o,

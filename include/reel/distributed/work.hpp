@@ -231,6 +231,52 @@ Tensor<T, D> stacked(const std::vector<Tensor<T, D>>& list, const Shape& sizes) 
   for (size_t r = 0; r < list.size(); ++r) all.select(0, static_cast<int64_t>(r)).copy_(list[r]);
   return all;
 }
+// What gather, scatter and all_to_all check and prepare alike on every engine.
+template <class T, class D>
+struct RootedArgs {
+  int root;
+  bool mine;         // this rank is the root
+  Tensor<T, D> all;  // the root's [size, *sizes] buffer (empty elsewhere)
+};
+// gather: the root's list (filled with fresh tensors when empty) of one tensor per member
+// shaped like t, the signature checked; `all` receives every member's t.
+template <class T, class D>
+RootedArgs<T, D> gather_args(const ProcessGroup& g, const Tensor<T, D>& t, std::vector<Tensor<T, D>>& list, int dst) {
+  const int root = g.group_rank(dst, "gather");
+  const bool mine = g.rank() == root;
+  if (mine && list.empty())
+    for (int r = 0; r < g.size(); ++r) list.push_back(empty<T, D>(t.sizes()));
+  if (mine) same_shapes(list, t.sizes(), static_cast<size_t>(g.size()), "gather");
+  check_collective<T>(g, "gather", t.sizes(), root);
+  Shape whole = t.sizes();
+  whole.insert(0, mine ? g.size() : 0);
+  return {root, mine, empty<T, D>(whole)};
+}
+// scatter: the root's list checked against out, the signature checked; `all` holds the list.
+template <class T, class D>
+RootedArgs<T, D> scatter_args(const ProcessGroup& g, const Tensor<T, D>& out, const std::vector<Tensor<T, D>>& list,
+                              int src) {
+  const int root = g.group_rank(src, "scatter");
+  const bool mine = g.rank() == root;
+  if (mine) same_shapes(list, out.sizes(), static_cast<size_t>(g.size()), "scatter");
+  check_collective<T>(g, "scatter", out.sizes(), root);
+  return {root, mine, mine ? stacked(list, out.sizes()) : empty<T, D>({0})};
+}
+// all_to_all: both lists one tensor per member of one shape (out filled when empty), the
+// signature checked; returns the stacked send buffer and a receive buffer like it.
+template <class T, class D>
+std::pair<Tensor<T, D>, Tensor<T, D>> all_to_all_args(const ProcessGroup& g, std::vector<Tensor<T, D>>& out,
+                                                      const std::vector<Tensor<T, D>>& in) {
+  REEL_CHECK(!in.empty(), value_error, "distributed::all_to_all: the input list is empty");
+  same_shapes(in, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
+  if (out.empty())
+    for (int r = 0; r < g.size(); ++r) out.push_back(empty<T, D>(in[0].sizes()));
+  same_shapes(out, in[0].sizes(), static_cast<size_t>(g.size()), "all_to_all");
+  check_collective<T>(g, "all_to_all", in[0].sizes());
+  auto send = stacked(in, in[0].sizes());
+  auto recv = empty<T, D>(send.sizes());
+  return {std::move(send), std::move(recv)};
+}
 }  // namespace detail_dist
 // Waits until every member of the group has called it (over MPI where the group has an MPI
 // communicator, else over the device engine: NCCL).
