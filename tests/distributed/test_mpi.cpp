@@ -453,6 +453,19 @@ int main(int argc, char** argv) {
   const int rc = ctx.run();
   int worst = rc;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);  // any rank's failure fails all
+  // A send whose Work is still to be waited for when the group is left: waiting afterwards
+  // raises (MPI has ended) instead of touching the ended communication thread.
+  auto mine = ones<double>({2}), back = zeros<double>({2});
+  dist::Work received = dist::recv(back, dist::rank(), 5, {.async_op = true});
+  dist::Work sent = dist::send(mine, dist::rank(), 5, {.async_op = true});  // (to itself)
+  received.wait();
   dist::destroy_process_group();
-  return worst;
+  bool late_wait_raised = false;
+  try {
+    sent.wait();
+  } catch (const error& e) {
+    late_wait_raised = std::string(e.what()).find("after destroy_process_group") != std::string::npos;
+  }
+  if (!late_wait_raised) std::fprintf(stderr, "a send's wait() after destroy_process_group did not raise\n");
+  return worst != 0 ? worst : late_wait_raised ? 0 : 1;
 }
