@@ -41,14 +41,18 @@
   X(class optim::AdamW<T, CPU>)
 
 // The tensor class (its members that are not templates: views, reshape, to_vector, clone,
-// backward, ...) and copies between tensors of one type.
+// backward, ...), making one, copies between tensors of one type, and printing.
 #define REEL_INSTANTIATE_TENSOR(X, T)                                                                     \
   X(class Tensor<T, CPU>)                                                                                 \
+  X(Tensor<T, CPU> detail::make_tensor<T, CPU>(Shape))                                                    \
   X(void detail::eval_into<T, CPU, Tensor<T, CPU>>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))         \
-  X(void detail::assign_expr<T, CPU, Tensor<T, CPU>>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))
-// The index and mask types every program meets (argmax, comparisons), once, with part core
-// of float.
-#define REEL_INSTANTIATE_UNTYPED(X) REEL_INSTANTIATE_TENSOR(X, int64_t) REEL_INSTANTIATE_TENSOR(X, bool)
+  X(void detail::assign_expr<T, CPU, Tensor<T, CPU>>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))       \
+  X(std::ostream& operator<< <T, CPU>(std::ostream&, const Tensor<T, CPU>&))
+// The index and mask types every program meets (argmax, comparisons), bytes and half
+// precision (data loading, mixed precision), once, with part core of float.
+#define REEL_INSTANTIATE_UNTYPED(X)                                                         \
+  REEL_INSTANTIATE_TENSOR(X, int64_t) REEL_INSTANTIATE_TENSOR(X, bool) REEL_INSTANTIATE_TENSOR(X, uint8_t) \
+  REEL_INSTANTIATE_TENSOR(X, half) REEL_INSTANTIATE_TENSOR(X, bfloat16)
 
 #define REEL_INSTANTIATE_ALL(X) \
   REEL_INSTANTIATE_TYPED(X, float) REEL_INSTANTIATE_TYPED(X, double) REEL_INSTANTIATE_UNTYPED(X)
