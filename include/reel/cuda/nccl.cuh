@@ -216,6 +216,12 @@ ncclRedOp_t nccl_op(ReduceOp op, const char* what) {
 }
 
 // ---- running a call
+// Whether the device has passed event e (raises what the query reports other than "not yet").
+inline bool event_done(cudaEvent_t e) {
+  const cudaError_t q = cudaEventQuery(e);
+  if (q != cudaErrorNotReady) REEL_CUDA_CHECK(q);
+  return q == cudaSuccess;
+}
 // Enqueues call(comm, stream) on the group's stream after the current stream's work so far;
 // the Work's completion makes the current stream wait for it, then runs finish there.
 template <class Call>
@@ -248,18 +254,12 @@ Work nccl_launch(const ProcessGroup& g, const CollectiveOptions& o, Call call, s
       REEL_CUDA_CHECK(cudaStreamWaitEvent(gpu::current_stream(), done.get(), 0));
       finished = true;
     } else {
-      const cudaError_t q = cudaEventQuery(done.get());
-      if (q != cudaErrorNotReady) REEL_CUDA_CHECK(q);
-      finished = q == cudaSuccess;
+      finished = event_done(done.get());
     }
     if (finished) raw->ended = std::chrono::steady_clock::now();
     return static_cast<int>(ncclSuccess);
   };
-  st->device_done = [done] {
-    const cudaError_t q = cudaEventQuery(done.get());
-    if (q != cudaErrorNotReady) REEL_CUDA_CHECK(q);
-    return q == cudaSuccess;
-  };
+  st->device_done = [done] { return event_done(done.get()); };
   st->mark(rc);
   Work w(st);
   if (!o.async_op) w.wait();
