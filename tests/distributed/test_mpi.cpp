@@ -10,7 +10,10 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <filesystem>
+#include <thread>
 #include <reel/distributed.hpp>
+#include <reel/distributed/init_file.hpp>
 #ifdef REEL_TEST_SHARDED
 #include <reel/distributed/sharded.hpp>
 #endif
@@ -439,6 +442,76 @@ TEST_CASE("mpi: DETAIL checks: a rank that does not join is named within the tim
     CHECK(waited < 30);  // (a generous bound: what matters is that it returns)
   }
   dist::barrier();  // (the world's, unchecked: everyone meets again)
+}
+
+// NCCL's unique id without MPI goes through a file (init_file.hpp); threads stand for the
+// ranks here (each MPI rank uses a directory of its own).
+TEST_CASE("init file: rank 0's bytes reach every rank, the file goes, an earlier run's file stops every rank") {
+  namespace fs = std::filesystem;
+  namespace dd = dist::detail_dist;
+  const fs::path dir = fs::temp_directory_path() / ("reel_init_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "id").string();
+  constexpr size_t len = 129;
+  auto msg_of = [](int seed) {
+    std::vector<char> m(len);
+    for (size_t i = 0; i < len; ++i) m[i] = static_cast<char>((seed * 31 + static_cast<int>(i) * 7) & 0x7f);
+    return m;
+  };
+  // Runs ranks 0 .. size-1 as threads (rank 0 after `delay0`); what each raised ("" if none).
+  auto run = [&](int size, std::vector<std::vector<char>>& got, std::chrono::milliseconds timeout,
+                 std::chrono::milliseconds delay0, int only = -1) {
+    std::vector<std::string> err(size);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < size; ++r) {
+      if (only >= 0 && r != only) continue;
+      got[r] = r == 0 ? msg_of(1) : std::vector<char>(len, 0);
+      ts.emplace_back([&, r] {
+        try {
+          if (r == 0) std::this_thread::sleep_for(delay0);
+          dd::exchange_by_file(got[r].data(), len, r, size, path, timeout);
+        } catch (const std::exception& e) {
+          err[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    return err;
+  };
+  SUBCASE("three ranks, rank 0 last to start: every rank holds rank 0's bytes, no file is left") {
+    std::vector<std::vector<char>> got(3);
+    auto err = run(3, got, std::chrono::seconds(20), std::chrono::milliseconds(50));
+    for (int r = 0; r < 3; ++r) {
+      CAPTURE(r);
+      CHECK(err[r] == "");
+      CHECK(got[r] == msg_of(1));
+    }
+    CHECK(fs::is_empty(dir));
+  }
+  SUBCASE("a file an earlier run left: rank 0 refuses it, the other ranks raise instead of going on with its id") {
+    {
+      auto stale = msg_of(2);
+      std::ofstream(path, std::ios::binary).write(stale.data(), len);
+      std::ofstream(dd::init_ack_path(path, 1), std::ios::binary).write(stale.data(), len);
+    }
+    std::vector<std::vector<char>> got(2);
+    auto err = run(2, got, std::chrono::milliseconds(300), std::chrono::milliseconds(0));
+    CHECK(err[0].find("exists already") != std::string::npos);
+    CHECK(err[1].find("did not confirm") != std::string::npos);
+  }
+  SUBCASE("a rank that never comes: rank 0 raises within the timeout and removes what it wrote") {
+    std::vector<std::vector<char>> got(3);
+    auto err = run(3, got, std::chrono::milliseconds(200), std::chrono::milliseconds(0), 0);
+    CHECK(err[0].find("rank 1 did not acknowledge") != std::string::npos);
+    CHECK(fs::is_empty(dir));
+  }
+  SUBCASE("no rank 0: the others raise within the timeout") {
+    std::vector<std::vector<char>> got(2);
+    auto err = run(2, got, std::chrono::milliseconds(100), std::chrono::milliseconds(0), 1);
+    CHECK(err[1].find("rank 0 did not write") != std::string::npos);
+  }
+  fs::remove_all(dir);
 }
 
 int main(int argc, char** argv) {

@@ -26,6 +26,7 @@
 
 #include "../cuda.hpp"
 #include "../distributed/collectives.hpp"
+#include "../distributed/init_file.hpp"
 #include "../distributed/process_group.hpp"
 #include "../distributed/work.hpp"
 
@@ -49,6 +50,10 @@ struct NcclComm {
     stream = std::make_unique<gpu::Stream>();
   }
   ~NcclComm() {
+    if (state().exiting) {  // (a group held by a static, freed after leave_at_exit: CUDA may be gone)
+      (void)stream.release();
+      return;
+    }
     detail::cuda::DeviceSwitch on(device);
     stream.reset();  // (waits for its work)
     if (comm) (void)ncclCommDestroy(comm);
@@ -63,43 +68,14 @@ inline NcclComm& nccl_of(const ProcessGroup& g, const char* what) {
 }
 
 // ---- making the communicators
-inline std::string& init_file_path() {  // (rank 0's file, removed when the group goes)
-  static std::string p;
-  return p;
-}
-inline void exchange_id_by_file(char* msg, size_t len, int rank, const InitOptions& o) {
+inline void exchange_id_by_file(char* msg, size_t len, int rank, int size, const InitOptions& o) {
   std::string path = o.init_file;
   if (path.empty())
     if (const char* v = std::getenv("REEL_INIT_FILE")) path = v;
   REEL_CHECK(!path.empty(), value_error,
              "distributed::init_process_group(Backend::NCCL): a world of several ranks without MPI needs a file "
              "to hand NCCL's unique id over: InitOptions::init_file or REEL_INIT_FILE");
-  namespace fs = std::filesystem;
-  if (rank == 0) {
-    REEL_CHECK(!fs::exists(path), value_error, "distributed::init_process_group: the init file ", path,
-               " exists already (a previous run's? remove it: the other ranks would read its id)");
-    const std::string tmp = path + ".part" + std::to_string(::getpid());
-    {
-      std::ofstream f(tmp, std::ios::binary);
-      f.write(msg, static_cast<std::streamsize>(len));
-      REEL_CHECK(f.good(), error, "distributed::init_process_group: cannot write ", tmp);
-    }
-    fs::rename(tmp, path);  // (whole or not at all, for the readers)
-    init_file_path() = path;
-    return;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + o.timeout;
-  for (;;) {
-    std::error_code ec;
-    if (fs::exists(path, ec) && fs::file_size(path, ec) == len) {
-      std::ifstream f(path, std::ios::binary);
-      f.read(msg, static_cast<std::streamsize>(len));
-      if (f.good()) return;
-    }
-    REEL_CHECK(std::chrono::steady_clock::now() < deadline, error, "distributed::init_process_group: rank 0 did not ",
-               "write NCCL's unique id into ", path, " within ", o.timeout.count(), " ms");
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  exchange_by_file(msg, len, rank, size, path, o.timeout);  // (init_file.hpp: the file is gone when it returns)
 }
 inline std::shared_ptr<void> nccl_world(const InitOptions& o, const ProcessGroup& world) {
   const int rank = world.rank(), size = world.size();
@@ -119,7 +95,7 @@ inline std::shared_ptr<void> nccl_world(const InitOptions& o, const ProcessGroup
 #if REEL_DIST_MPI
     comm_thread()->exclusive([&] { check_mpi(MPI_Bcast(msg, sizeof(msg), MPI_BYTE, 0, world.comm()), "MPI_Bcast"); });
 #else
-    exchange_id_by_file(msg, sizeof(msg), rank, o);
+    exchange_id_by_file(msg, sizeof(msg), rank, size, o);
 #endif
     std::memcpy(id.internal, msg, sizeof(id.internal));
     REEL_CHECK(rank == 0 || msg[sizeof(id.internal)] == 1, error,
@@ -155,19 +131,11 @@ inline void nccl_barrier(const ProcessGroup& g) {
              "ncclAllReduce");
   c.stream->synchronize();  // (the host waits: that is a barrier)
 }
-inline void nccl_cleanup(int rank) {
-  if (rank == 0 && !init_file_path().empty()) {
-    std::error_code ec;
-    std::filesystem::remove(init_file_path(), ec);
-    init_file_path().clear();
-  }
-}
 inline const bool nccl_registered = [] {
   auto& h = device_hooks();
   h.world = &nccl_world;
   h.split = &nccl_split;
   h.barrier = &nccl_barrier;
-  h.cleanup = &nccl_cleanup;
   return true;
 }();
 

@@ -86,6 +86,9 @@ struct State {
   DebugLevel debug = DebugLevel::OFF;  // the world group's (new groups' default)
   std::chrono::milliseconds timeout{};
   std::terminate_handler previous_terminate = nullptr;
+  // Set when the program ends (leave_at_exit): groups destroyed after that (a new_group's held
+  // by a static) let the device engine skip its teardown (the CUDA runtime may be gone).
+  bool exiting = false;
 };
 inline State& state() {
   static State s;
@@ -205,7 +208,7 @@ struct InitOptions {
   int device = -1;
   // NCCL without MPI (a launcher that sets RANK and WORLD_SIZE, as torchrun does): rank 0
   // writes NCCL's unique id into this file and the others read it (a shared file system's
-  // path that does not exist yet; rank 0 removes it again in destroy_process_group). Empty:
+  // path that does not exist yet; it is removed again once every rank read it). Empty:
   // REEL_INIT_FILE. With MPI in the build, the id is broadcast through MPI instead.
   std::string init_file;
 };
@@ -307,8 +310,6 @@ struct DeviceHooks {
   std::shared_ptr<void> (*split)(const ProcessGroup& world, const std::vector<int>& ranks) = nullptr;
   // barrier() of a group that has no MPI communicator.
   void (*barrier)(const ProcessGroup&) = nullptr;
-  // Leaving: what init_file left behind.
-  void (*cleanup)(int rank) = nullptr;
 };
 inline DeviceHooks& device_hooks() {
   static DeviceHooks h;
@@ -337,6 +338,8 @@ inline DeviceHooks& device_hooks() {
 #endif
   std::abort();
 }
+// At exit: a group the program did not leave is left now, with a warning (see the end of this file).
+inline void leave_at_exit();
 // An integer from the first of the environment variables that is set; `fallback` if none.
 inline int env_int(std::initializer_list<const char*> vars, int fallback) {
   for (const char* var : vars)
@@ -407,7 +410,6 @@ inline void init_process_group(Backend backend = Backend::MPI, InitOptions o = {
     try {
       group->set_device_comm(hooks.world(o, *group));
     } catch (...) {
-      if (hooks.cleanup) hooks.cleanup(s.rank);  // (an id file written already)
       group.reset();
       detail_dist::comm_thread().reset();
 #if REEL_DIST_MPI
@@ -424,6 +426,9 @@ inline void init_process_group(Backend backend = Backend::MPI, InitOptions o = {
   s.initialized = true;
   detail_dist::world_holder().group = std::move(group);
   s.previous_terminate = std::set_terminate(&detail_dist::abort_job_on_terminate);
+  // (registered after MPI and CUDA started: it runs before their own teardown at exit)
+  static const bool at_exit = std::atexit(&detail_dist::leave_at_exit) == 0;
+  (void)at_exit;
 }
 inline bool is_initialized() { return detail_dist::state().initialized; }
 inline int rank() { return detail_dist::live("rank").rank; }
@@ -472,7 +477,6 @@ inline void destroy_process_group() {
   auto& s = detail_dist::live("destroy_process_group");
   detail_dist::world_holder().group.reset();
   detail_dist::comm_thread().reset();  // (after its last job)
-  if (s.backend == Backend::NCCL && detail_dist::device_hooks().cleanup) detail_dist::device_hooks().cleanup(s.rank);
   std::set_terminate(s.previous_terminate);
   s.initialized = false;
 #if REEL_DIST_MPI
@@ -482,5 +486,28 @@ inline void destroy_process_group() {
   }
 #endif
 }
+
+namespace detail_dist {
+// A program that returns from main (or calls exit) without destroy_process_group: leave the
+// group while MPI and CUDA are still up (PyTorch warns the same way), rather than letting the
+// static group's destructor free communicators after their runtimes ended (MPI would report
+// a rank that exited without MPI_Finalize; NCCL's teardown would call into an ended CUDA).
+inline void leave_at_exit() {
+  auto& s = state();
+  if (s.initialized) {
+    std::fprintf(stderr,
+                 "reel::distributed: rank %d of %d: the program ends without destroy_process_group(); leaving the "
+                 "group now (call it before main returns: it waits for this rank's pending communication)\n",
+                 s.rank, s.size);
+    std::fflush(stderr);
+    try {
+      destroy_process_group();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "reel::distributed: rank %d: leaving the group at exit failed: %s\n", s.rank, e.what());
+    }
+  }
+  s.exiting = true;
+}
+}  // namespace detail_dist
 
 }  // namespace reel::distributed
