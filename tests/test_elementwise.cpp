@@ -185,6 +185,19 @@ TEST_CASE("short inner dims, broadcasts and permuted outputs: every loop order g
             return double(i * c + k) - double(k * 10 + j) * 2.0;
           }));
   }
+  // long rows whose operands are strided (a transposed view) or broadcast (stride 0) along
+  // them (no vectorized row: the element loop), operands of mixed element sizes
+  for (int64_t n : {16, 37, 512, 600}) {
+    auto A = arange<double>(0, 3 * n).reshape({n, 3});              // A.t(): [3, n], strides (1, 3)
+    Tensor<float> B = arange<float>(0, 3).reshape({3, 1}) * 0.75f;  // one value per row
+    Tensor<double> r = A.t() * 2.0 - B + A.t();
+    auto rv = r.to_vector();
+    bool ok = r.sizes() == Shape{3, n};
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t j = 0; j < n; ++j)
+        ok = ok && rv[k * n + j] == double(j * 3 + k) * 2.0 - double(float(k) * 0.75f) + double(j * 3 + k);
+    CHECK(ok);
+  }
   // whole slabs of blocks in one kernel call ([a, b, 6, c]: blocks of 6 short rows, planes
   // along b): a permuted operand gathered anew for every plane, a broadcast one gathered once
   // and reused; small, and large enough to be split between threads in mid-slab

@@ -292,9 +292,9 @@ TEST_CASE("prod of integer tensors: int64 result, wrapping modulo 2^64 (PyTorch)
 TEST_CASE_TEMPLATE("sums and means of expressions are reduced as they are evaluated, with the values of the "
                    "materialized reduction", T, float, double, std::complex<double>) {
   Generator gen(11);
-  // trailing runs of 1, 3, 5 (short loops), 20 and 700 (blocked sums); the last dim too long
+  // trailing runs of 1 to 5 (short loops), 20 and 700 (blocked sums); the last dim too long
   // for a tile (the materialized path); broadcast operands (a [n, n, w] pair difference)
-  for (int64_t w : {1, 3, 5, 20, 700, 2100}) {
+  for (int64_t w : {1, 2, 3, 4, 5, 20, 700, 2100}) {
     INFO("w ", w);
     const int64_t n = w > 100 ? 3 : 24;
     Tensor<T> a = randn<T>({n, 1, w}, gen), b = randn<T>({1, n, w}, gen);
