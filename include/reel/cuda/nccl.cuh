@@ -21,8 +21,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "../cuda.hpp"
 #include "../distributed/collectives.hpp"
