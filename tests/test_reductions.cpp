@@ -312,6 +312,23 @@ TEST_CASE_TEMPLATE("sums and means of expressions are reduced as they are evalua
       }
     }
   }
+  // two trailing dims of 2 reduced (4 values per output): operands whose reduced dims walk as
+  // one stride (summed as evaluated), a transposed block and one broadcast along one of them
+  // (evaluated into tiles first)
+  Tensor<T> c = randn<T>({6, 2, 2}, gen), r = randn<T>({1, 2, 2}, gen), h = randn<T>({6, 1, 2}, gen);
+  auto same_as_materialized = [](const auto& e) {
+    Tensor<T> m = e;
+    for (const Shape& dims : {Shape{1, 2}, Shape{2}, Shape{-1, -2}})
+      for (bool keep : {false, true}) {
+        CHECK(sum(e, dims, keep).to_vector() == sum(m, dims, keep).to_vector());
+        CHECK(mean(e, dims, keep).sizes() == mean(m, dims, keep).sizes());
+        CHECK(mean(e, dims, keep).to_vector() == mean(m, dims, keep).to_vector());
+      }
+  };
+  same_as_materialized(c * r - 1.0);
+  same_as_materialized(c.transpose(1, 2) * r);
+  same_as_materialized(c * h);
+  same_as_materialized(c.transpose(1, 2) - h + r.expand({6, 2, 2}).transpose(1, 2));
   // several tiles of a full sum, and a 0-d expression
   Tensor<T> big = randn<T>({5000}, gen);
   CHECK(sum(big * 2.0 - 1.0).item() == sum(Tensor<T>(big * 2.0 - 1.0)).item());
