@@ -312,9 +312,8 @@ TEST_CASE_TEMPLATE("sums and means of expressions are reduced as they are evalua
       }
     }
   }
-  // two trailing dims of 2 reduced (4 values per output): operands whose reduced dims walk as
-  // one stride (summed as evaluated), a transposed block and one broadcast along one of them
-  // (evaluated into tiles first)
+  // two trailing dims of 2 reduced (4 values per output), with operands broadcast along the
+  // kept dims, transposed within the reduced dims, and broadcast along one reduced dim
   Tensor<T> c = randn<T>({6, 2, 2}, gen), r = randn<T>({1, 2, 2}, gen), h = randn<T>({6, 1, 2}, gen);
   auto same_as_materialized = [](const auto& e) {
     Tensor<T> m = e;
