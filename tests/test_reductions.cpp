@@ -292,15 +292,11 @@ TEST_CASE("prod of integer tensors: int64 result, wrapping modulo 2^64 (PyTorch)
 TEST_CASE_TEMPLATE("sums and means of expressions are reduced as they are evaluated, with the values of the "
                    "materialized reduction", T, float, double, std::complex<double>) {
   Generator gen(11);
-  // trailing runs of 1 to 5 (short loops), 20 and 700 (blocked sums); the last dim too long
-  // for a tile (the materialized path); broadcast operands (a [n, n, w] pair difference)
-  for (int64_t w : {1, 2, 3, 4, 5, 20, 700, 2100}) {
-    INFO("w ", w);
-    const int64_t n = w > 100 ? 3 : 24;
-    Tensor<T> a = randn<T>({n, 1, w}, gen), b = randn<T>({1, n, w}, gen);
-    auto e = (a - b) * (a - b) + 0.5;
-    Tensor<T> m = e;  // materialized
-    for (const Shape& dims : {Shape{2}, Shape{-1}, Shape{1, 2}, Shape{}, Shape{0, 1, 2}, Shape{0}, Shape{1}}) {
+  // sum and mean of e over each of `dims_list`, with and without keepdim: the shapes and
+  // values of the same reductions of e materialized
+  auto same_as_materialized = [](const auto& e, std::initializer_list<Shape> dims_list) {
+    Tensor<T> m = e;
+    for (const Shape& dims : dims_list)
       for (bool keep : {false, true}) {
         INFO("dims ", dims.size() ? dims[0] : -9, " keepdim ", keep);
         auto s = sum(e, dims, keep), sm = sum(m, dims, keep);
@@ -310,24 +306,24 @@ TEST_CASE_TEMPLATE("sums and means of expressions are reduced as they are evalua
         CHECK(mu.sizes() == mm.sizes());
         CHECK(mu.to_vector() == mm.to_vector());
       }
-    }
+  };
+  // trailing runs of 1 to 5 (short loops), 20 and 700 (blocked sums); the last dim too long
+  // for a tile (the materialized path); broadcast operands (a [n, n, w] pair difference)
+  for (int64_t w : {1, 2, 3, 4, 5, 20, 700, 2100}) {
+    INFO("w ", w);
+    const int64_t n = w > 100 ? 3 : 24;
+    Tensor<T> a = randn<T>({n, 1, w}, gen), b = randn<T>({1, n, w}, gen);
+    same_as_materialized((a - b) * (a - b) + 0.5,
+                         {Shape{2}, Shape{-1}, Shape{1, 2}, Shape{}, Shape{0, 1, 2}, Shape{0}, Shape{1}});
   }
   // two trailing dims of 2 reduced (4 values per output), with operands broadcast along the
   // kept dims, transposed within the reduced dims, and broadcast along one reduced dim
   Tensor<T> c = randn<T>({6, 2, 2}, gen), r = randn<T>({1, 2, 2}, gen), h = randn<T>({6, 1, 2}, gen);
-  auto same_as_materialized = [](const auto& e) {
-    Tensor<T> m = e;
-    for (const Shape& dims : {Shape{1, 2}, Shape{2}, Shape{-1, -2}})
-      for (bool keep : {false, true}) {
-        CHECK(sum(e, dims, keep).to_vector() == sum(m, dims, keep).to_vector());
-        CHECK(mean(e, dims, keep).sizes() == mean(m, dims, keep).sizes());
-        CHECK(mean(e, dims, keep).to_vector() == mean(m, dims, keep).to_vector());
-      }
-  };
-  same_as_materialized(c * r - 1.0);
-  same_as_materialized(c.transpose(1, 2) * r);
-  same_as_materialized(c * h);
-  same_as_materialized(c.transpose(1, 2) - h + r.expand({6, 2, 2}).transpose(1, 2));
+  const auto last_two = {Shape{1, 2}, Shape{2}, Shape{-1, -2}};
+  same_as_materialized(c * r - 1.0, last_two);
+  same_as_materialized(c.transpose(1, 2) * r, last_two);
+  same_as_materialized(c * h, last_two);
+  same_as_materialized(c.transpose(1, 2) - h + r.expand({6, 2, 2}).transpose(1, 2), last_two);
   // several tiles of a full sum, and a 0-d expression
   Tensor<T> big = randn<T>({5000}, gen);
   CHECK(sum(big * 2.0 - 1.0).item() == sum(Tensor<T>(big * 2.0 - 1.0)).item());
