@@ -70,7 +70,7 @@ TEST_CASE("large products go through the blocked kernel, split between threads")
     auto b = randn<double>({k, m}, g);
     auto want = naive(a.to_vector(), b.to_vector(), n, k, m);
     auto c = matmul(a, b).to_vector();
-    auto ct = matmul(a.mT().contiguous().mT(), b.mT().contiguous().mT()).to_vector();  // copied to row-major first
+    auto ct = matmul(a.mT().contiguous().mT(), b.mT().contiguous().mT()).to_vector();  // column-major storage
     double err = 0;
     for (size_t i = 0; i < want.size(); ++i) err = std::max({err, std::abs(c[i] - want[i]), std::abs(ct[i] - want[i])});
     CHECK(err < 1e-11);
@@ -140,3 +140,35 @@ TEST_CASE_TEMPLATE("float and double GEMM, every transposition and accumulation 
     }
   }
 }
+
+TEST_CASE_TEMPLATE("batched products read transposed operands (a backward's .mT() views) in place", T, float, double) {
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  Generator g(11);
+  // small (the plain loop), large (the blocked kernel) and a single product; a broadcast batch
+  for (auto [B, n, k, m] : {std::array<int64_t, 4>{3, 5, 7, 4}, {2, 70, 40, 90}, {1, 130, 64, 64}}) {
+    auto a = randn<T>({B, n, k}, g), b = randn<T>({B, k, m}, g);
+    auto at = a.mT().contiguous().mT(), bt = b.mT().contiguous().mT();  // each matrix column-major
+    auto b0 = b.select(0, 0).unsqueeze(0).expand({B, k, m});             // batch stride 0
+    auto bt0 = bt.select(0, 0).unsqueeze(0).expand({B, k, m});
+    for (int which = 0; which < 5; ++which) {
+      const bool shared = which >= 3;
+      Tensor<T> c = which == 0   ? bmm(at, b)
+                    : which == 1 ? bmm(a, bt)
+                    : which == 2 ? bmm(at, bt)
+                    : which == 3 ? bmm(at, bt0)
+                                 : bmm(a, b0);
+      CAPTURE(which);
+      for (int64_t q = 0; q < B; ++q) {
+        auto w = naive(a.select(0, q).contiguous().to_vector(), b.select(0, shared ? 0 : q).contiguous().to_vector(), n, k, m);
+        auto v = c.select(0, q).contiguous().to_vector();
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < w.size(); ++i) {
+          worst = std::max(worst, std::abs(double(v[i]) - w[i]));
+          scale = std::max(scale, std::abs(w[i]));
+        }
+        CHECK(worst <= tol * scale * std::sqrt(double(k)));
+      }
+    }
+  }
+}
+

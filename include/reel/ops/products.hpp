@@ -1,9 +1,9 @@
 #pragma once
 // matmul and friends through Eigen's GEMM kernel, or, for float and double where the build
 // found an optimized BLAS (OpenBLAS or BLIS: REEL_WITH_BLAS, set by CMake), through the
-// BLAS's sgemm / dgemm. Row-major operands are used in place, others are copied to
-// row-major first; reduced floats are multiplied in float and rounded once, as PyTorch does
-// on the CPU.
+// BLAS's sgemm / dgemm. Row-major operands and transposed ones (.mT() views) are used in
+// place, others are copied to row-major first; reduced floats are multiplied in float and
+// rounded once, as PyTorch does on the CPU.
 #include "../core/config.hpp"
 #include <climits>
 #include <cstring>
@@ -43,17 +43,11 @@ extern "C" char* openblas_get_corename(void) __attribute__((weak));
 namespace reel::inline REEL_ABI {
 
 namespace detail {
-// Operands need unit inner stride (others are copied first).
+// How a GEMM reads t's last two dims in place: row-major (trans false) or a transposed
+// row-major matrix (trans true, e.g. a .mT() view), with leading dimension ld. False: neither
+// (the operand is copied first).
 template <class T, class D>
-Tensor<T, D> unit_inner(const Tensor<T, D>& t) {
-  return (t.stride(-1) == 1 || t.size(-1) <= 1) && (t.stride(-2) >= t.size(-1) || t.size(-2) <= 1) ? t : t.contiguous();
-}
-
-#ifdef REEL_WITH_BLAS
-// How the BLAS reads t's last two dims in place: row-major (trans false) or a transposed
-// row-major matrix (trans true, e.g. a .mT() view), with leading dimension ld. False: neither.
-template <class T, class D>
-bool blas_layout(const Tensor<T, D>& t, bool& trans, int64_t& ld) {
+bool gemm_layout(const Tensor<T, D>& t, bool& trans, int64_t& ld) {
   const int64_t r = t.size(-2), c = t.size(-1), s0 = t.stride(-2), s1 = t.stride(-1);
   trans = !((s1 == 1 || c <= 1) && (s0 >= c || r <= 1));
   if (!trans) {
@@ -63,6 +57,8 @@ bool blas_layout(const Tensor<T, D>& t, bool& trans, int64_t& ld) {
   ld = std::max<int64_t>({s1, r, 1});
   return (s0 == 1 || r <= 1) && (s1 >= r || c <= 1);
 }
+
+#ifdef REEL_WITH_BLAS
 // C = op(A) op(B), or C += op(A) op(B), by the BLAS's sgemm / dgemm. False (nothing done)
 // where it does not apply: another type, sizes past int, or inside one of reel's parallel
 // regions (a batch of small products: the BLAS threads its own GEMM, threads never nest).
@@ -115,11 +111,15 @@ void check_matmul_types() {
 template <class T, bool TA = false, bool TB = false>
 void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
              bool accumulate) {
+  const bool small = m * n * k <= 32 * 32 * 32;
+#ifdef REEL_WITH_BLAS
+  if (!small && blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, accumulate)) return;  // else Eigen's kernel
+#endif
   if (!accumulate)
     for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, T(0));
   if (m == 0 || n == 0 || k == 0) return;
   auto a = [&](int64_t i, int64_t p) { return TA ? A[p * lda + i] : A[i * lda + p]; };
-  if (m * n * k <= 32 * 32 * 32) {
+  if (small) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t p = 0; p < k; ++p) {
         const T ai = a(i, p);
@@ -127,9 +127,6 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
       }
     return;
   }
-#ifdef REEL_WITH_BLAS
-  if (blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, true)) return;  // else Eigen's kernel
-#endif
   using namespace Eigen::internal;
   constexpr int LO = TA ? Eigen::ColMajor : Eigen::RowMajor, RO = TB ? Eigen::ColMajor : Eigen::RowMajor;
   using G = general_matrix_matrix_product<Eigen::Index, T, LO, false, T, RO, false, Eigen::RowMajor, 1>;
@@ -157,21 +154,25 @@ Tensor<T, D> bmm_impl(const Tensor<T, D>& a0, const Tensor<T, D>& b0) {
     auto kernel = [](const Tensor<T, D>& a0, const Tensor<T, D>& b0, const Tensor<T, D>& out) {
       const int64_t B = a0.size(0), n = a0.size(1), k = a0.size(2), m = b0.size(2);
       using C = compute_t<T>;  // reduced floats multiply in float
-#ifdef REEL_WITH_BLAS
-      // one large product: the BLAS reads transposed operands (a backward's .mT()) in place
-      if (B == 1 && n * m * k > 32 * 32 * 32) {
-        bool ta, tb;
-        int64_t lda, ldb;
-        if (blas_layout(a0, ta, lda) && blas_layout(b0, tb, ldb) &&
-            blas_gemm(ta, tb, n, m, k, a0.data_ptr(), lda, b0.data_ptr(), ldb, out.mutable_data_ptr(), m, false))
-          return;
-      }
-#endif
-      auto a = unit_inner(a0.template to<C>()), b = unit_inner(b0.template to<C>());
+      // Row-major and transposed operands (a backward's .mT() views) are read in place, by
+      // the BLAS or by Eigen's kernel; others are copied to row-major first (and one of two
+      // transposed operands, which saves a fourth instantiation of the kernel).
+      auto a = a0.template to<C>(), b = b0.template to<C>();
+      bool ta, tb;
+      int64_t lda, ldb;
+      if (!gemm_layout(a, ta, lda)) a = a.contiguous(), ta = false, lda = std::max<int64_t>(k, 1);
+      if (!gemm_layout(b, tb, ldb) || (ta && tb)) b = b.contiguous(), tb = false, ldb = std::max<int64_t>(m, 1);
       auto o = std::is_same_v<C, T> ? Tensor<C, D>(out.impl_ptr()) : empty<C, D>({B, n, m});
       auto run = [&](int64_t i) {
-        gemm<C>(n, m, k, a.data_ptr() + i * a.stride(0), std::max<int64_t>(a.stride(1), k),
-                b.data_ptr() + i * b.stride(0), std::max<int64_t>(b.stride(1), m), o.mutable_data_ptr() + i * n * m, m);
+        const C* pa = a.data_ptr() + i * a.stride(0);
+        const C* pb = b.data_ptr() + i * b.stride(0);
+        C* po = o.mutable_data_ptr() + i * n * m;
+        if (ta)
+          gemm_ex<C, true, false>(n, m, k, pa, lda, pb, ldb, po, m, false);
+        else if (tb)
+          gemm_ex<C, false, true>(n, m, k, pa, lda, pb, ldb, po, m, false);
+        else
+          gemm_ex<C>(n, m, k, pa, lda, pb, ldb, po, m, false);
       };
       // Many small products: one per thread; few large ones: threads inside each.
       if (B > 1 && n * m * k < (int64_t(1) << 18))
