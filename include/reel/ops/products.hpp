@@ -135,7 +135,7 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
     G::run(r1 - r0, n, k, A + (TA ? r0 : r0 * lda), lda, B, ldb, C + r0 * ldc, 1, ldc, T(1), blocking, nullptr);
   };
   // enough rows per thread to keep the kernel's panels full
-  parallel_range(m, rows, std::max<int64_t>(64, (int64_t(1) << 22) / std::max<int64_t>(n * k, 1)));
+  parallel_range(m, rows, std::max<int64_t>(64, (int64_t(1) << 20) / std::max<int64_t>(n * k, 1)));
 }
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
