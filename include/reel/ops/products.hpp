@@ -130,12 +130,22 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
   using namespace Eigen::internal;
   constexpr int LO = TA ? Eigen::ColMajor : Eigen::RowMajor, RO = TB ? Eigen::ColMajor : Eigen::RowMajor;
   using G = general_matrix_matrix_product<Eigen::Index, T, LO, false, T, RO, false, Eigen::RowMajor, 1>;
-  auto rows = [&](int64_t r0, int64_t r1) {
-    gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(r1 - r0, n, k, 1, true);
-    G::run(r1 - r0, n, k, A + (TA ? r0 : r0 * lda), lda, B, ldb, C + r0 * ldc, 1, ldc, T(1), blocking, nullptr);
+  // C's block [r0, r1) x [c0, c1)
+  auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(r1 - r0, c1 - c0, k, 1,
+                                                                                                       true);
+    G::run(r1 - r0, c1 - c0, k, A + (TA ? r0 : r0 * lda), lda, B + (TB ? c0 * ldb : c0), ldb, C + r0 * ldc + c0, 1, ldc,
+           T(1), blocking, nullptr);
   };
-  // enough rows per thread to keep the kernel's panels full
-  parallel_range(m, rows, std::max<int64_t>(64, (int64_t(1) << 20) / std::max<int64_t>(n * k, 1)));
+  // Threads take rows of C, enough each to keep the kernel's panels full (256 of a 64-wide
+  // product); a C of few rows and many columns (a weight gradient G^T X: [64, 64] over 1024
+  // points) is split by columns instead.
+  const int64_t row_grain = std::max<int64_t>(64, (int64_t(1) << 20) / std::max<int64_t>(n * k, 1));
+  const int64_t col_grain = std::max<int64_t>(16, (int64_t(1) << 20) / std::max<int64_t>(m * k, 1));
+  if (m < 2 * row_grain && n >= 2 * col_grain)
+    parallel_range(n, [&](int64_t c0, int64_t c1) { block(0, m, c0, c1); }, col_grain);
+  else
+    parallel_range(m, [&](int64_t r0, int64_t r1) { block(r0, r1, 0, n); }, row_grain);
 }
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
