@@ -115,8 +115,13 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
 #ifdef REEL_WITH_BLAS
   if (!small && blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, accumulate)) return;  // else Eigen's kernel
 #endif
-  if (!accumulate)
-    for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, T(0));
+  // C = 0 first where it is not accumulated into (the kernel adds): block by block, by the
+  // thread that computes the block, right before it does
+  auto zero = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if (!accumulate)
+      for (int64_t i = r0; i < r1; ++i) std::fill(C + i * ldc + c0, C + i * ldc + c1, T(0));
+  };
+  if (small || k == 0) zero(0, m, 0, n);
   if (m == 0 || n == 0 || k == 0) return;
   auto a = [&](int64_t i, int64_t p) { return TA ? A[p * lda + i] : A[i * lda + p]; };
   if (small) {
@@ -132,6 +137,7 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
   using G = general_matrix_matrix_product<Eigen::Index, T, LO, false, T, RO, false, Eigen::RowMajor, 1>;
   // C's block [r0, r1) x [c0, c1)
   auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    zero(r0, r1, c0, c1);
     gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(r1 - r0, c1 - c0, k, 1,
                                                                                                        true);
     G::run(r1 - r0, c1 - c0, k, A + (TA ? r0 : r0 * lda), lda, B + (TB ? c0 * ldb : c0), ldb, C + r0 * ldc + c0, 1, ldc,
