@@ -17,6 +17,18 @@ static std::vector<double> naive(const std::vector<T>& a, const std::vector<T>& 
   return c;
 }
 
+// Whether every element of v is within tol * sqrt(k) of w, relative to w's largest element
+// (the rounding of a k-term dot product).
+template <class U>
+static bool close_to(const std::vector<U>& v, const std::vector<double>& w, double tol, int64_t k) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    worst = std::max(worst, std::abs(double(v[i]) - w[i]));
+    scale = std::max(scale, std::abs(w[i]));
+  }
+  return worst <= tol * scale * std::sqrt(double(k));
+}
+
 TEST_CASE("mm, including transposed operands") {
   Generator g(1);
   auto a = randn<double>({5, 7}, g);
@@ -118,26 +130,14 @@ TEST_CASE_TEMPLATE("float and double GEMM, every transposition and accumulation 
     b_ld.copy_(b);
     a_step.copy_(a);
     for (const auto& c : {mm(a, b), mm(at, b), mm(a, bt), mm(at, bt), mm(a_ld, b_ld), mm(a_step, bt), mm(at, b_ld)}) {
-      auto v = c.to_vector();
-      double worst = 0, scale = 0;
-      for (size_t i = 0; i < want.size(); ++i) {
-        worst = std::max(worst, std::abs(double(v[i]) - want[i]));
-        scale = std::max(scale, std::abs(want[i]));
-      }
-      CHECK(worst <= tol * scale * std::sqrt(double(k)));
+      CHECK(close_to(c.to_vector(), want, tol, k));
     }
     // a batch of products: small ones run in parallel (never a nested BLAS call), large ones not
     auto ab = randn<T>({3, n, k}, g), bb = randn<T>({3, k, m}, g);
     auto cb = bmm(ab, bb);
     for (int64_t q = 0; q < 3; ++q) {
       auto w = naive(ab.select(0, q).contiguous().to_vector(), bb.select(0, q).contiguous().to_vector(), n, k, m);
-      auto v = cb.select(0, q).contiguous().to_vector();
-      double worst = 0, scale = 0;
-      for (size_t i = 0; i < w.size(); ++i) {
-        worst = std::max(worst, std::abs(double(v[i]) - w[i]));
-        scale = std::max(scale, std::abs(w[i]));
-      }
-      CHECK(worst <= tol * scale * std::sqrt(double(k)));
+      CHECK(close_to(cb.select(0, q).contiguous().to_vector(), w, tol, k));
     }
   }
 }
@@ -161,13 +161,7 @@ TEST_CASE_TEMPLATE("batched products read transposed operands (a backward's .mT(
       CAPTURE(which);
       for (int64_t q = 0; q < B; ++q) {
         auto w = naive(a.select(0, q).contiguous().to_vector(), b.select(0, shared ? 0 : q).contiguous().to_vector(), n, k, m);
-        auto v = c.select(0, q).contiguous().to_vector();
-        double worst = 0, scale = 0;
-        for (size_t i = 0; i < w.size(); ++i) {
-          worst = std::max(worst, std::abs(double(v[i]) - w[i]));
-          scale = std::max(scale, std::abs(w[i]));
-        }
-        CHECK(worst <= tol * scale * std::sqrt(double(k)));
+        CHECK(close_to(c.select(0, q).contiguous().to_vector(), w, tol, k));
       }
     }
   }
