@@ -107,7 +107,7 @@ void check_matmul_types() {
 // row-major when TA (a transposed operand is read in place, never copied); likewise B.
 // Calls Eigen's GEMM kernel directly: the dispatch in front of it (lazy and matrix-vector
 // products) costs a second per translation unit to compile and is not needed here. Small
-// products use a plain loop; large ones split the rows of C between threads.
+// products use a plain loop; large ones split C between threads (by rows, or by columns).
 template <class T, bool TA = false, bool TB = false>
 void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
              bool accumulate) {
