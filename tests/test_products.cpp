@@ -166,4 +166,3 @@ TEST_CASE_TEMPLATE("batched products read transposed operands (a backward's .mT(
     }
   }
 }
-
