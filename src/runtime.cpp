@@ -21,6 +21,8 @@
 #include <reel/autograd/structured-inl.hpp>
 #include <reel/autograd/ir-inl.hpp>
 #include <reel/autograd/ir_program-inl.hpp>
+#include <reel/autograd/fusion-inl.hpp>
+#include <reel/autograd/fusion_jit-inl.hpp>
 #include <reel/autograd/record-inl.hpp>
 #include <reel/autograd/record_fn-inl.hpp>
 #include <reel/nn/scaled_mm-inl.hpp>

@@ -38,6 +38,7 @@
 #include <utility>
 
 #include "autograd.hpp"
+#include "fusion.hpp"
 
 namespace reel::inline REEL_ABI::autograd {
 
@@ -50,7 +51,7 @@ using ImplPtr = std::shared_ptr<TensorImpl>;
 struct Flat {
   std::vector<ImplPtr> impls;
   std::vector<size_t> lens;
-  std::vector<bool (*)(const ImplPtr&, const ImplPtr&)> same;
+  std::vector<bool (*)(const ImplPtr&, const ImplPtr&)> same, close;
 };
 
 // The results f may return: Tensor, std::vector of tensors, std::pair / std::tuple of those.
@@ -65,6 +66,25 @@ template <class T, class D> struct Result<Tensor<T, D>> {
     f.same.push_back([](const ImplPtr& a, const ImplPtr& b) {
       auto x = Tensor<T, D>(a).contiguous(), y = Tensor<T, D>(b).contiguous();
       return std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<size_t>(x.numel()) * sizeof(T)) == 0;
+    });
+    // the same within rounding (floating point: sums taken in another order)
+    f.close.push_back([](const ImplPtr& a, const ImplPtr& b) {
+      auto x = Tensor<T, D>(a).contiguous(), y = Tensor<T, D>(b).contiguous();
+      const T* p = x.data_ptr();
+      const T* q = y.data_ptr();
+      if constexpr (std::is_floating_point_v<T>) {
+        double scale = 0, err = 0;
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          if (std::isnan(p[i]) != std::isnan(q[i]) || (std::isinf(q[i]) && p[i] != q[i])) return false;
+          if (std::isfinite(q[i])) {
+            scale = std::max(scale, std::abs(static_cast<double>(q[i])));
+            err = std::max(err, std::abs(static_cast<double>(p[i]) - static_cast<double>(q[i])));
+          }
+        }
+        return err <= (std::is_same_v<T, float> ? 1e-4 : 1e-11) * std::max(scale, 1e-30);
+      } else {
+        return std::memcmp(p, q, static_cast<size_t>(x.numel()) * sizeof(T)) == 0;
+      }
     });
   }
   // Fresh tensors holding the values of the flattened impls from `pos` on.
@@ -121,14 +141,28 @@ struct Entry {
   std::vector<reel::detail::CaptureStep> steps;
   std::string eager_reason;  // non-empty: run f eagerly
   size_t shared_bytes = 0;   // the block the temporaries share
+  int fused = 0;             // loop nests run by generated code (fuse)
+  std::string fusion_reason;
+  std::shared_ptr<reel::detail::fusion::JitLibrary> lib;
 };
 }  // namespace detail_compile
+
+// compile's options. fuse: generate code for the captured program (fusion.hpp): elementwise
+// kernels and sums / means of them are fused where a buffer between two of them has no other
+// use, and compiled by the system's C++ compiler into one function per run of such kernels
+// (once per program and signature: the library is cached on disk). Results then equal the
+// eager run's within rounding (sums are taken in another order), not bit for bit. Where code
+// cannot be generated (no compiler, REEL_JIT_CXX=none, no kernel it can describe), the
+// capture replays its kernels as without the option (fusion_reason() says why).
+struct CompileOptions {
+  bool fuse = false;
+};
 
 // A compiled function (see the top of this file). Copies share the cache.
 template <class F>
 class Compiled {
  public:
-  explicit Compiled(F f) : state_(std::make_shared<State>(std::move(f))) {}
+  explicit Compiled(F f, CompileOptions o = {}) : state_(std::make_shared<State>(std::move(f), o)) {}
 
   template <class... A>
   auto operator()(const A&... args) {
@@ -154,6 +188,16 @@ class Compiled {
     std::lock_guard<std::recursive_mutex> lock(state_->mu);
     return state_->last ? state_->last->shared_bytes : 0;
   }
+  // Loop nests the most recent signature runs as generated code (0: none; see CompileOptions),
+  // and why it runs none when fusion was asked for.
+  int fused_kernels() const {
+    std::lock_guard<std::recursive_mutex> lock(state_->mu);
+    return state_->last ? state_->last->fused : 0;
+  }
+  std::string fusion_reason() const {
+    std::lock_guard<std::recursive_mutex> lock(state_->mu);
+    return state_->last ? state_->last->fusion_reason : std::string();
+  }
   // Captures made, replays run.
   int64_t captures() const { return state_->captures; }
   int64_t replays() const { return state_->replays; }
@@ -166,8 +210,9 @@ class Compiled {
 
  private:
   struct State {
-    explicit State(F fn) : f(std::move(fn)) {}
+    State(F fn, CompileOptions o) : f(std::move(fn)), opts(o) {}
     F f;
+    CompileOptions opts;
     std::recursive_mutex mu;
     std::vector<std::unique_ptr<detail_compile::Entry>> entries;
     detail_compile::Entry* last = nullptr;
@@ -228,6 +273,7 @@ class Compiled {
     std::tuple<A...> slots{args.detach().clone()...};
     std::apply([&](const auto&... x) { (e->inputs.push_back(x.impl_ptr()), ...); }, slots);
     reel::detail::CaptureTrace trace;
+    trace.want_descs(s.opts.fuse);
     std::optional<R> r;
     {
       struct Recording {
@@ -256,6 +302,14 @@ class Compiled {
     }
     std::vector<const reel::detail::Storage*> keep = trace.fold_constants();
     for (const auto& o : outs.impls) keep.push_back(o->storage.get());
+    reel::detail::fusion::Fused fz;
+    if (s.opts.fuse) {
+      reel::detail::fusion::Program prog{trace.descs(), trace.step_reads(), trace.step_writes(), trace.folded(), {}};
+      for (const auto& o : outs.impls) prog.pinned.push_back(o->storage.get());
+      for (const auto& in : e->inputs) prog.pinned.push_back(in->storage.get());
+      fz = reel::detail::fusion::fuse(prog);
+      for (auto [step, st] : fz.moved_reads) trace.extend_use(step, st);  // (before buffers share bytes)
+    }
     e->shared_bytes = trace.share_buffers(keep);
     Flat first;
     Result<R>::flatten(result, first);
@@ -270,13 +324,60 @@ class Compiled {
                              "compile captures)");
         return result;
       }
+    if (s.opts.fuse) generate(*e, fz, steps, outs, first);
     const std::vector<char>& folded = trace.folded();
-    for (size_t i = 0; i < steps.size(); ++i)
-      if (!folded[i]) e->steps.push_back(std::move(steps[i]));
+    if (!e->fused)
+      for (size_t i = 0; i < steps.size(); ++i)
+        if (!folded[i]) e->steps.push_back(std::move(steps[i]));
     e->outputs = std::move(outs);
     s.last = e.get();
     s.entries.push_back(std::move(e));
     return result;
+  }
+
+  // The fused replay (fusion.hpp): generated functions in place of the kernels they fuse,
+  // kept only when it reproduces the first result within rounding.
+  static void generate(detail_compile::Entry& e, reel::detail::fusion::Fused& fz,
+                       std::vector<reel::detail::CaptureStep>& steps, const detail_compile::Flat& outs,
+                       const detail_compile::Flat& first) {
+    using reel::detail::CaptureStep;
+    if (fz.functions == 0) {
+      e.fusion_reason = "no kernel of this function is one compile generates code for";
+      return;
+    }
+    std::string err;
+    auto lib = reel::detail::fusion::jit_compile(fz.source, fz.functions, err);
+    if (!lib) {
+      e.fusion_reason = err;
+      warn("autograd::compile: no generated code for this signature: " + err);
+      return;
+    }
+    std::vector<CaptureStep> run;
+    for (auto& part : fz.parts) {
+      if (part.step >= 0) {
+        run.push_back(std::move(steps[part.step]));
+        continue;
+      }
+      std::vector<void*> ptr(part.buffers.size());
+      run.emplace_back([lib, fn = lib->fns[part.function], bufs = std::move(part.buffers),
+                        ptr = std::move(ptr)]() mutable {
+        for (size_t i = 0; i < bufs.size(); ++i) ptr[i] = bufs[i]->storage->data;
+        fn(ptr.data());
+      });
+    }
+    for (auto& step : run) step();
+    bool ok = true;
+    for (size_t i = 0; i < outs.impls.size(); ++i) ok = ok && outs.close[i](outs.impls[i], first.impls[i]);
+    if (!ok) {  // the kept kernels go back where they were
+      for (size_t k = 0; k < fz.parts.size(); ++k)
+        if (fz.parts[k].step >= 0) steps[fz.parts[k].step] = std::move(run[k]);
+      e.fusion_reason = "the generated code's results differ from the eager run's beyond rounding";
+      warn("autograd::compile: no generated code for this signature: " + e.fusion_reason);
+      return;
+    }
+    e.steps = std::move(run);
+    e.fused = fz.kept;
+    e.lib = std::move(lib);
   }
 
   void refuse(std::unique_ptr<detail_compile::Entry> e, const std::string& why) {
@@ -294,8 +395,8 @@ class Compiled {
 // Captures f at its first call per signature and replays its kernels afterwards (see the
 // top of this file).
 template <class F>
-Compiled<std::decay_t<F>> compile(F&& f) {
-  return Compiled<std::decay_t<F>>(std::forward<F>(f));
+Compiled<std::decay_t<F>> compile(F&& f, CompileOptions opts = {}) {
+  return Compiled<std::decay_t<F>>(std::forward<F>(f), opts);
 }
 
 }  // namespace reel::autograd

@@ -59,6 +59,9 @@ struct OpInfo {
   // Graphs on an accelerator: the op's device function (a pointer in device memory's address
   // space, fetched once per device). Null for the CPU's ops.
   const void* (*device_fn)();
+  // The bytes of the op's state in a node's data (0 for an op without state: its one byte
+  // is indeterminate).
+  int state_bytes;
 };
 
 struct Graph;
@@ -463,12 +466,13 @@ template <class Op, class C, size_t N, class Dev>
 const OpInfo* op_info() {
   using V = apply_t<Op, C, N>;
   constexpr auto dev = device_fn_of<Op, C, N, Dev>();
+  constexpr int state_bytes = std::is_empty_v<Op> ? 0 : static_cast<int>(sizeof(Op));
   if constexpr (differentiable_op<Op, C>() && device_grad_dtype_v<C, Dev> && device_grad_dtype_v<V, Dev>) {
     static const OpInfo info{op_name<Op>(),      &kernel<Op, C, N>,     &vjp<Op, C, N, Dev>,
-                             &jvp<Op, C, N, Dev>, &apply_elem<Op, C, N>, dev};
+                             &jvp<Op, C, N, Dev>, &apply_elem<Op, C, N>, dev, state_bytes};
     return &info;
   } else {
-    static const OpInfo info{op_name<Op>(), &kernel<Op, C, N>, nullptr, nullptr, &apply_elem<Op, C, N>, dev};
+    static const OpInfo info{op_name<Op>(), &kernel<Op, C, N>, nullptr, nullptr, &apply_elem<Op, C, N>, dev, state_bytes};
     return &info;
   }
 }

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "../core/tensor.hpp"
+#include "describe.hpp"
 #include "ir_program.hpp"
 #include "structured.hpp"
 
@@ -552,6 +553,9 @@ struct Recorder {
       finish(p, out, e);
     }
   }
+  template <class E>  // a kept kernel's description for fusion (describe.hpp)
+  static void describe(CaptureTrace& t, const Tensor<T, D>& out, const E& e, std::vector<int64_t> s,
+                       std::vector<char> r, bool mean) { describe_kernel(t, out, e, std::move(s), std::move(r), mean); }
   // In-place writes: refused where the result would silently lose gradient.
   static void check_inplace(const Tensor<T, D>& out, bool records) {
     if constexpr (autograd_type_v<T, D>) {

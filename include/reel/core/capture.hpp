@@ -22,6 +22,24 @@
 namespace reel::inline REEL_ABI::detail {
 
 struct Storage;
+struct TensorImpl;
+namespace ir {
+struct Graph;
+}
+
+// What a kept kernel computes, where compile can fuse and generate code for it
+// (autograd/fusion.hpp): `out` = the graph's root over its leaf tensors (leaf slot k reads
+// leaves[k] in place, broadcast to `space`), or, when `reduced` marks dims of `space`, the
+// sum (mean) of the root over those dims.
+struct KernelDesc {
+  std::shared_ptr<const ir::Graph> graph;
+  int root = -1;
+  std::vector<std::shared_ptr<TensorImpl>> leaves;
+  std::shared_ptr<TensorImpl> out;
+  std::vector<int64_t> space;
+  std::vector<char> reduced;  // per dim of space; empty: elementwise
+  bool mean = false;
+};
 
 // A kept kernel: the callable on the heap and two plain functions (an expression type
 // instantiates these two, far cheaper to compile than a std::function of its own).
@@ -60,6 +78,14 @@ class CaptureTrace {
   }
   REEL_INLINE void keep(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads,
                         CaptureStep kept);
+  // Kernel descriptions (for fusion): wanted only when the compiled function fuses. describe
+  // attaches one to the kernel kept last.
+  bool wants_descs() const { return want_descs_; }
+  void want_descs(bool w) { want_descs_ = w; }
+  void describe(std::shared_ptr<const KernelDesc> d) {
+    descs_.resize(steps_.size());
+    descs_.back() = std::move(d);
+  }
   // A storage allocated by the captured function (outside a kept kernel).
   void note_fresh(const std::shared_ptr<Storage>& s) {
     std::erase(written_, s.get());  // a new storage at a freed one's address is not written yet
@@ -108,9 +134,21 @@ class CaptureTrace {
     reads_.resize(m);
     writes_.resize(m);
     uses_.resize(m);
+    descs_.resize(std::min(descs_.size(), m));
     last_writes_.clear();
   }
   std::vector<CaptureStep> take_steps() { return std::move(steps_); }
+  // Per kept kernel: its description (null: none), the storages it reads, those it writes.
+  std::vector<std::shared_ptr<const KernelDesc>> descs() const {
+    auto d = descs_;
+    d.resize(reads_.size());
+    return d;
+  }
+  // Kernel `step` also reads storage s (fusion moved a read there): share_buffers keeps s alive
+  // until then.
+  void extend_use(size_t step, const Storage* s) { uses_[step].push_back(s); }
+  const std::vector<std::vector<const Storage*>>& step_reads() const { return reads_; }
+  const std::vector<std::vector<const Storage*>>& step_writes() const { return writes_; }
 
  private:
   std::vector<CaptureStep> steps_;
@@ -119,6 +157,8 @@ class CaptureTrace {
   std::vector<std::vector<const Storage*>> uses_;  // per kept kernel: the storages it reads or writes
   std::vector<std::vector<const Storage*>> reads_, writes_;  // per kept kernel: what it reads, what it writes
   std::vector<char> folded_;                                // per kept kernel: constant (fold_constants)
+  std::vector<std::shared_ptr<const KernelDesc>> descs_;    // per kept kernel (may be shorter)
+  bool want_descs_ = false;
   std::string refusal_;
   int depth_ = 0;
 };

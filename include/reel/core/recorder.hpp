@@ -20,6 +20,7 @@ template <class T, class D>
 class Tensor;
 
 namespace detail {
+class CaptureTrace;
 
 // What a view did, so autograd can map gradients and tangents through it.
 struct ViewSpec {
@@ -49,6 +50,8 @@ struct PendingRecord {
 //   finish<E>(pending, out, e) after: out = e
 //   record<E>(out, e)          out (fresh) = e
 //   check_inplace(out, records) before an in-place write into out (records: it is recorded)
+//   describe<E>(trace, out, e, space, reduced, mean)  a kept kernel's description for fusion
+//                              (core/capture.hpp's KernelDesc: e's graph, read in `space`)
 template <class T, class D>
 struct Recorder;
 
@@ -62,6 +65,8 @@ struct Recorder {
   template <class E> static void finish(PendingRecord&, const Tensor<T, D>&, const E&) {}
   template <class E> static void record(const Tensor<T, D>&, const E&) {}
   static void check_inplace(const Tensor<T, D>&, bool) {}
+  template <class E>
+  static void describe(CaptureTrace&, const Tensor<T, D>&, const E&, std::vector<int64_t>, std::vector<char>, bool) {}
 };
 #endif
 

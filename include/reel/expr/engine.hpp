@@ -358,9 +358,10 @@ void eval_into(const Tensor<R, D>& out, const E& e) {
   } else {
     static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
     if (out.numel() == 0) return;
-    if (CaptureTrace* t = capturing())
+    if (CaptureTrace* t = capturing()) {
       t->record({out.impl().storage.get()}, leaf_storages(e), [out, e] { eval_rows_cpu(out, e); });
-    else
+      Recorder<R, D>::describe(*t, out, e, std::vector<int64_t>(out.sizes().begin(), out.sizes().end()), {}, false);
+    } else
       eval_rows_cpu(out, e);
   }
 }

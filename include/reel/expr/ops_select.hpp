@@ -189,6 +189,7 @@ struct WhereOp : SameTypeRule {
 };
 // Returns its second operand; used to write a scalar into a strided destination.
 struct SecondOp : SameTypeRule {
+  static constexpr bool differentiable = false;  // (never recorded; a capture describes it)
   template <class C> REEL_HD C apply(C, C b) const { return b; }
 };
 template <class U>

@@ -24,6 +24,12 @@ struct ReducePlan {
 };
 
 REEL_INLINE ReducePlan plan_reduce(const Shape& sizes, Shape dims, bool keepdim, const char* fn);
+// Per dim of `sizes`: reduced by plan p (a reduced dim of size 1 counts as kept: the same).
+inline std::vector<char> reduced_mask(const Shape& sizes, const ReducePlan& p) {
+  std::vector<char> m(sizes.size());
+  for (size_t d = 0; d < m.size(); ++d) m[d] = p.out_keep[d] == 1 && sizes[d] != 1;
+  return m;
+}
 
 // What a reduction computes, for devices that cannot run the host function `f` (CUDA runs
 // its own kernel per kind; None: not available there).
@@ -221,9 +227,12 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
         }, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(inner, 1)));
       }
     };
-    if (CaptureTrace* t = capturing())
+    if (CaptureTrace* t = capturing()) {
       t->record({out.impl().storage.get()}, {x.impl().storage.get()}, [=] { run(x, p, out, f, fn, dims); });
-    else
+      if constexpr ((K == RunKind::Sum || K == RunKind::Mean) && std::is_same_v<R, T>)
+        Recorder<T, D>::describe(*t, out, x, std::vector<int64_t>(x.sizes().begin(), x.sizes().end()),
+                                 reduced_mask(x.sizes(), p), K == RunKind::Mean);
+    } else
       run(x, p, out, f, fn, dims);
   }
   return out;

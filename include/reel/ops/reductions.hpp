@@ -43,10 +43,11 @@ std::optional<Tensor<value_t<E>, device_t<E>>> reduce_expr(const E& e, const Sha
     auto p = plan_reduce(s, dims, keepdim, fn);
     if (!std::is_sorted(p.perm.begin(), p.perm.end()) || (p.outer > 1 && p.inner > kReduceTile)) return std::nullopt;
     auto out = empty<T, D>(p.out);
-    if (CaptureTrace* t = capturing())
+    if (CaptureTrace* t = capturing()) {
       t->record({out.impl().storage.get()}, leaf_storages(e),
                 [e, p, out] { sum_expr_cpu(e, p, Mean, out.mutable_data_ptr()); });
-    else
+      Recorder<T, D>::describe(*t, out, e, std::vector<int64_t>(s.begin(), s.end()), reduced_mask(s, p), Mean);
+    } else
       sum_expr_cpu(e, p, Mean, out.mutable_data_ptr());
     return out;
   } else {
