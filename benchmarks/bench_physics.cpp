@@ -130,6 +130,10 @@ int main(int argc, char** argv) {
   auto forces_c = autograd::compile([](const Td& x) { return lj::forces(x); });
   row("LJ38 gradient: analytic loop vs compile(forces)",
       paired_seconds(g_hand, [&] { sink += forces_c(P).data_ptr()[0]; }, 31, 50), "us", 1e6);
+  auto forces_f = autograd::compile([](const Td& x) { return lj::forces(x); }, {.fuse = true});
+  sink += forces_f(P).data_ptr()[0];  // (capture and code generation)
+  row("LJ38 gradient: analytic loop vs compile(forces, {.fuse = true})",
+      paired_seconds(g_hand, [&] { sink += forces_f(P).data_ptr()[0]; }, 31, 50), "us", 1e6);
   auto grad_fn = [](const Td& x) {
     return autograd::grad({lj::energy(x)}, {x}, {}, {.create_graph = true})[0].reshape({-1});
   };
@@ -147,6 +151,12 @@ int main(int argc, char** argv) {
   auto hessian_c = autograd::compile([](const Td& x) { return autograd::functional::hessian(lj::energy, x); });
   row("LJ38 Hessian 114x114: hessian() vs compile(hessian)",
       paired_seconds(h_fwd, [&] { sink += hessian_c(P).data_ptr()[0]; }, 11), "ms", 1e3);
+  auto hessian_f = autograd::compile([](const Td& x) { return autograd::functional::hessian(lj::energy, x); },
+                                     {.fuse = true});
+  sink += hessian_f(P).data_ptr()[0];
+  row("LJ38 Hessian 114x114: compile(hessian) vs compile(hessian, {.fuse = true})",
+      paired_seconds([&] { sink += hessian_c(P).data_ptr()[0]; }, [&] { sink += hessian_f(P).data_ptr()[0]; }, 11),
+      "ms", 1e3);
 
   // 2. PINN step
   {

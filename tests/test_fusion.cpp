@@ -131,13 +131,30 @@ TEST_CASE("fusion: kernels it cannot generate (a product) run between generated 
   CHECK(f.kernels() == 3);  // x * 0.5 (generated), the product (captured), the sum (generated)
 }
 
-TEST_CASE("fusion: gradients inside the function (their forward kernels fused)") {
+TEST_CASE("fusion: gradients inside the function (forward and backward kernels generated)") {
   auto forces = ag::compile([](const Td& x) { return lj::forces(x); }, {.fuse = true});
   for (int k = 0; k < 2; ++k) {
     Td P = lj::random_cluster(8, 60 + k);
     check_near(forces(P), lj::forces(P));
   }
   CHECK(forces.fusion_reason() == "");
+  CHECK(forces.kernels() == 1);  // every kernel of the forward and the backward pass generated
+  // a derivative graph with two roots (the gradients of both factors of a product)
+  auto grads = [](const Td& x, const Td& w) {
+    Td a = x.detach(), b = w.detach();
+    a.requires_grad_();
+    b.requires_grad_();
+    return ag::grad({sum(tanh(a * b) * a)}, {a, b});
+  };
+  auto g = ag::compile(grads, {.fuse = true});
+  for (int k = 0; k < 2; ++k) {
+    Td x = random({3, 4}, 80 + k), w = random({3, 4}, 90 + k);
+    auto got = g(x, w), want = grads(x, w);
+    check_near(got[0], want[0]);
+    check_near(got[1], want[1]);
+  }
+  CHECK(g.fusion_reason() == "");
+  CHECK(g.kernels() == 1);
 }
 
 TEST_CASE("fusion: without a compiler the capture replays its kernels as captured") {

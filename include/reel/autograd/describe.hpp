@@ -19,7 +19,7 @@ void describe_kernel(CaptureTrace& t, const Tensor<T, D>& out, const E& e, std::
     auto d = std::make_shared<KernelDesc>();
     auto g = std::make_shared<ir::Graph>();
     ir::Builder b{*g};
-    d->root = ir::to_ir_as<T, D>(b, e);
+    d->roots.push_back(ir::to_ir_as<T, D>(b, e));
     auto visit = [&](const auto& self, const auto& x) -> void {  // leaf slots: to_ir's order
       using X = std::decay_t<decltype(x)>;
       if constexpr (is_tensor_v<X>) {
@@ -31,7 +31,7 @@ void describe_kernel(CaptureTrace& t, const Tensor<T, D>& out, const E& e, std::
     visit(visit, e);
     if (d->leaves.size() != g->leaves.size()) return;
     d->graph = std::move(g);
-    d->out = out.impl_ptr();
+    d->outs.push_back(out.impl_ptr());
     d->space = std::move(space);
     d->reduced = std::move(reduced);
     d->mean = mean;

@@ -22,12 +22,17 @@ struct Access {
 struct Kernel {
   size_t step = 0;
   ir::Graph g;
-  int root = -1;
+  std::vector<int> roots;
   std::vector<int64_t> space;
   std::vector<char> red;  // per dim of space (all 0: elementwise)
   bool reduce = false, mean = false, alive = true;
-  Access out;
-  std::vector<Access> leaf;  // per leaf slot of g
+  std::vector<Access> outs;  // per root
+  std::vector<Access> leaf;  // per leaf slot of g (buf -1: a slot no root reads)
+  bool writes(int b) const {
+    for (const Access& o : outs)
+      if (o.buf == b) return true;
+    return false;
+  }
 };
 struct Buffers {
   std::vector<const Storage*> id;
@@ -108,52 +113,69 @@ inline bool emittable(const ir::Graph& g) {
 
 // The kernel of description d, or none (-> false) where generated code cannot run it.
 inline bool make_kernel(const KernelDesc& d, size_t step, Buffers& bufs, Kernel& k) {
-  if (!d.graph || !emittable(*d.graph) || !d.out || d.out->device != DeviceType::CPU) return false;
+  if (!d.graph || !emittable(*d.graph) || d.outs.empty() || d.outs.size() != d.roots.size()) return false;
+  for (const auto& o : d.outs)
+    if (!o || o->device != DeviceType::CPU) return false;
   int64_t numel = 1;
   for (int64_t x : d.space) numel *= x;
   if (num_threads_for(numel) > 1) return false;  // (generated loops run on one thread: big ones stay eager's)
   k.step = step;
   k.g = *d.graph;
-  k.root = d.root;
+  k.roots = d.roots;
   k.space = d.space;
   k.reduce = d.reduced.size() == d.space.size() && std::find(d.reduced.begin(), d.reduced.end(), 1) != d.reduced.end();
   k.red = k.reduce ? d.reduced : std::vector<char>(d.space.size(), 0);
   k.mean = k.reduce && d.mean;
-  if (d.out->sizes.size() > static_cast<int64_t>(d.space.size()) && !k.reduce) return false;
-  int ob = bufs.of(d.out);
-  if (ob < 0) return false;
   if (d.reduced.size() == d.space.size() && !d.space.empty()) {
+    if (d.outs.size() != 1) return false;
+    const int ob = bufs.of(d.outs[0]);
+    if (ob < 0) return false;
+    const auto& out = d.outs[0];
+    Access a;
     // the output of a reduction: a fresh contiguous tensor over the kept dims
     int64_t s = 1, out_numel = 1;
-    for (int64_t x : d.out->sizes) out_numel *= x;
-    for (int64_t i = d.out->sizes.size() - 1; i >= 0; --i) {
-      if (d.out->sizes[i] != 1 && d.out->strides[i] != s) return false;
-      s *= d.out->sizes[i];
+    for (int64_t x : out->sizes) out_numel *= x;
+    for (int64_t i = out->sizes.size() - 1; i >= 0; --i) {
+      if (out->sizes[i] != 1 && out->strides[i] != s) return false;
+      s *= out->sizes[i];
     }
-    k.out.buf = ob;
-    k.out.off = d.out->offset;
-    k.out.st.assign(d.space.size(), 0);
+    a.buf = ob;
+    a.off = out->offset;
+    a.st.assign(d.space.size(), 0);
     s = 1;
     for (int64_t i = static_cast<int64_t>(d.space.size()) - 1; i >= 0; --i) {
       if (k.red[i]) continue;
-      if (d.space[i] != 1) k.out.st[i] = s;
+      if (d.space[i] != 1) a.st[i] = s;
       s *= d.space[i];
     }
     if (s != out_numel) return false;
+    k.outs.push_back(std::move(a));
   } else {
-    const int64_t od = d.out->sizes.size(), sd = static_cast<int64_t>(d.space.size());
-    for (int64_t i = 0; i < od; ++i)
-      if (d.out->sizes[i] != d.space[sd - od + i]) return false;
-    k.out = access_of(ob, *d.out, d.space);
+    for (const auto& out : d.outs) {
+      const int64_t od = out->sizes.size(), sd = static_cast<int64_t>(d.space.size());
+      if (od > sd) return false;
+      for (int64_t i = 0; i < od; ++i)
+        if (out->sizes[i] != d.space[sd - od + i]) return false;
+      const int ob = bufs.of(out);
+      if (ob < 0) return false;
+      k.outs.push_back(access_of(ob, *out, d.space));
+    }
   }
   for (const auto& t : d.leaves) {
-    if (!t || t->device != DeviceType::CPU || t->sizes.size() > static_cast<int64_t>(d.space.size())) return false;
+    if (!t) {
+      k.leaf.push_back(Access{});
+      continue;
+    }
+    if (t->device != DeviceType::CPU || t->sizes.size() > static_cast<int64_t>(d.space.size())) return false;
     int b = bufs.of(t);
     if (b < 0) return false;
     k.leaf.push_back(access_of(b, *t, d.space));
-    // a leaf in the output's buffer must be read where it is written (elementwise in place)
-    if (b == ob && !(k.leaf.back() == k.out && !k.reduce)) return false;
+    // a leaf in an output's buffer must be read where it is written (elementwise in place)
+    for (const Access& o : k.outs)
+      if (b == o.buf && !(k.leaf.back() == o && !k.reduce)) return false;
   }
+  for (size_t r = 0; r < d.roots.size(); ++r)  // every root of a slot no one fills: none
+    if (k.g.nodes[d.roots[r]].kind == ir::Kind::Leaf && k.leaf[k.g.nodes[d.roots[r]].leaf].buf < 0) return false;
   return true;
 }
 
@@ -189,9 +211,9 @@ inline void inline_into(Kernel& l, const Kernel& k) {
   ir::Graph g;
   std::vector<Access> acc;
   auto idk = append_graph(g, k.g, k.leaf, acc, [](int) { return -1; });
-  const int kroot = idk[k.root];
-  auto idl = append_graph(g, l.g, l.leaf, acc, [&](int slot) { return l.leaf[slot].buf == k.out.buf ? kroot : -1; });
-  l.root = idl[l.root];
+  const int kroot = idk[k.roots[0]];
+  auto idl = append_graph(g, l.g, l.leaf, acc, [&](int slot) { return l.leaf[slot].buf == k.outs[0].buf ? kroot : -1; });
+  for (int& r : l.roots) r = idl[r];
   l.g = std::move(g);
   l.leaf = std::move(acc);
 }
@@ -213,12 +235,13 @@ inline std::string index_of(const Access& a, const std::vector<int>& dim_var) {
 inline void emit_kernel(std::ostream& os, const Kernel& k, const Buffers& bufs) {
   const ir::Graph& g = k.g;
   std::vector<char> live(g.nodes.size(), 0);
-  live[k.root] = 1;
+  for (int r : k.roots) live[r] = 1;
   for (size_t i = g.nodes.size(); i-- > 0;)
     if (live[i] && g.nodes[i].kind == ir::Kind::Op)
       for (int a = 0; a < g.nodes[i].nargs; ++a) live[g.nodes[i].args[a]] = 1;
   // dims: size-1 dropped, neighbours every access walks as one merged, kept dims outermost
-  std::vector<const Access*> accs{&k.out};
+  std::vector<const Access*> accs;
+  for (const Access& o : k.outs) accs.push_back(&o);
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (live[i] && g.nodes[i].kind == ir::Kind::Leaf) accs.push_back(&k.leaf[g.nodes[i].leaf]);
   struct Dim {
@@ -262,7 +285,6 @@ inline void emit_kernel(std::ostream& os, const Kernel& k, const Buffers& bufs) 
   }
   for (size_t d = 0; d < k.space.size(); ++d)
     if (k.red[d]) red_total *= k.space[d];
-  const char* ot = c_type(bufs.dtype[k.out.buf]);
   os << "  {  // kernel " << k.step << "\n";
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::IrNode& n = g.nodes[i];
@@ -289,7 +311,7 @@ inline void emit_kernel(std::ostream& os, const Kernel& k, const Buffers& bufs) 
     os << "    for (std::int64_t i" << r << " = 0; i" << r << " < " << dims[r].n << "; ++i" << r << ") {\n";
   }
   std::map<std::pair<int, std::string>, int> loaded;  // one load per distinct element
-  size_t a = 1;
+  size_t a = k.outs.size();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::IrNode& n = g.nodes[i];
     if (!live[i] || n.kind == ir::Kind::Const) continue;
@@ -319,15 +341,17 @@ inline void emit_kernel(std::ostream& os, const Kernel& k, const Buffers& bufs) 
       os << ");\n";
     }
   }
-  const std::string out = std::string("static_cast<") + ot + "*>(p[" + std::to_string(k.out.buf) + "])[" +
-                          index_of(over(0), var) + "]";
+  auto out = [&](size_t r) {
+    return std::string("static_cast<") + c_type(bufs.dtype[k.outs[r].buf]) + "*>(p[" + std::to_string(k.outs[r].buf) +
+           "])[" + index_of(over(r), var) + "]";
+  };
   if (k.reduce) {
-    os << "      acc += v" << k.root << ";\n";
+    os << "      acc += v" << k.roots[0] << ";\n";
     for (size_t r = j; r < dims.size(); ++r) os << "    }\n";
-    os << "    " << out << " = static_cast<" << ot << ">(acc" << (k.mean ? " / " + std::to_string(red_total) + ".0" : "")
-       << ");\n";
+    os << "    " << out(0) << " = static_cast<" << c_type(bufs.dtype[k.outs[0].buf]) << ">(acc"
+       << (k.mean ? " / " + std::to_string(red_total) + ".0" : "") << ");\n";
   } else {
-    os << "      " << out << " = v" << k.root << ";\n";
+    for (size_t r = 0; r < k.outs.size(); ++r) os << "      " << out(r) << " = v" << k.roots[r] << ";\n";
   }
   for (size_t q = 0; q < j; ++q) os << "    }\n";
   os << "  }\n";
@@ -364,28 +388,32 @@ REEL_INLINE Fused fuse(const Program& p) {
       again = false;
       for (size_t slot = 0; slot < l.leaf.size() && !again; ++slot) {
         const int b = l.leaf[slot].buf;
+        if (b < 0) continue;
         const Storage* s = bufs.id[b];
         if (std::find(p.pinned.begin(), p.pinned.end(), s) != p.pinned.end()) continue;
         size_t w = 0, r = 0;
         if (count(writes, s, w) != 1 || count(reads, s, r) != 1 || r != l.step || w >= l.step || p.skip[w]) continue;
         if (kernel_of[w] < 0) continue;
         Kernel& k = ks[kernel_of[w]];
-        if (!k.alive || k.reduce || k.out.buf != b || k.space != l.space) continue;
+        if (!k.alive || k.reduce || k.outs.size() != 1 || k.outs[0].buf != b || k.space != l.space) continue;
         bool same = true;  // every read of the buffer is of the element written there
         for (const Access& x : l.leaf)
-          if (x.buf == b) same = same && x == k.out;
+          if (x.buf == b) same = same && x == k.outs[0];
         for (size_t i = w + 1; i < l.step && same; ++i)  // nothing in between overwrites k's inputs
           for (const Access& x : k.leaf)
-            if (!gone[i] && std::find(writes[i].begin(), writes[i].end(), bufs.id[x.buf]) != writes[i].end())
+            if (x.buf >= 0 && !gone[i] &&
+                std::find(writes[i].begin(), writes[i].end(), bufs.id[x.buf]) != writes[i].end())
               same = false;
         for (const Access& x : k.leaf)  // nor does l, except where it reads them
-          if (x.buf == l.out.buf && !(x == l.out && !l.reduce)) same = false;
+          for (const Access& o : l.outs)
+            if (x.buf >= 0 && x.buf == o.buf && !(x == o && !l.reduce)) same = false;
         if (!same) continue;
         inline_into(l, k);
         k.alive = false;
         gone[k.step] = 1;
         std::erase(reads[l.step], s);
         for (const Access& x : k.leaf) {
+          if (x.buf < 0) continue;
           reads[l.step].push_back(bufs.id[x.buf]);
           f.moved_reads.emplace_back(l.step, bufs.id[x.buf]);
         }

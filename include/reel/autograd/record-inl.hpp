@@ -31,6 +31,15 @@ REEL_INLINE void capture_ir(CaptureTrace& t, const ir::Graph& g, const GradList&
     ir::evaluate(*gc, std::span<const TensorImpl* const>(lp.p, lp.n), rs, std::span<TensorImpl* const>(op, out.size()),
                  live);
   });
+  if (t.wants_descs() && out[0]->device == DeviceType::CPU) {  // for compile's fusion
+    auto d = std::make_shared<KernelDesc>();
+    d->graph = gc;
+    d->roots = rs;
+    d->outs = out;
+    for (size_t k = 0; k < in.size(); ++k) d->leaves.push_back(live[g.leaf_node[k]] ? in[k] : nullptr);
+    d->space.assign(out[0]->sizes.begin(), out[0]->sizes.end());
+    t.describe(std::move(d));
+  }
 }
 
 REEL_INLINE GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<const int> roots,

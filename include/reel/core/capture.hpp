@@ -28,14 +28,14 @@ struct Graph;
 }
 
 // What a kept kernel computes, where compile can fuse and generate code for it
-// (autograd/fusion.hpp): `out` = the graph's root over its leaf tensors (leaf slot k reads
-// leaves[k] in place, broadcast to `space`), or, when `reduced` marks dims of `space`, the
-// sum (mean) of the root over those dims.
+// (autograd/fusion.hpp): outs[r] = the graph's node roots[r] over its leaf tensors (leaf
+// slot k reads leaves[k] in place, broadcast to `space`; null: a slot no root needs), or,
+// when `reduced` marks dims of `space`, the sum (mean) of the one root over those dims.
 struct KernelDesc {
   std::shared_ptr<const ir::Graph> graph;
-  int root = -1;
+  std::vector<int> roots;
   std::vector<std::shared_ptr<TensorImpl>> leaves;
-  std::shared_ptr<TensorImpl> out;
+  std::vector<std::shared_ptr<TensorImpl>> outs;
   std::vector<int64_t> space;
   std::vector<char> reduced;  // per dim of space; empty: elementwise
   bool mean = false;
