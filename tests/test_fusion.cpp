@@ -11,6 +11,7 @@
 #include <reel/reel.hpp>
 
 #include "../examples/lj_model.hpp"
+#include "check_close.hpp"
 
 using namespace reel;
 using Td = Tensor<double>;
@@ -26,14 +27,6 @@ struct JitCache {
 };
 const JitCache jit_cache;
 
-// max |a - b| <= tol * max(1, max |b|), element by element over the same shape
-void check_near(const Td& a, const Td& b, double tol = 1e-12) {
-  REQUIRE(a.sizes() == b.sizes());
-  auto x = a.contiguous().to_vector(), y = b.contiguous().to_vector();
-  double scale = 1;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < x.size(); ++i) CHECK(std::abs(x[i] - y[i]) <= tol * scale);
-}
 Td random(Shape s, uint64_t seed) {
   Generator gen(seed);
   return randn<double>(s, gen);
@@ -112,6 +105,23 @@ TEST_CASE("fusion: an intermediate that is also a result, views, in-place update
   // sums with d and m inlined into them
   CHECK(f.fused_kernels() == 7);
   CHECK(f.kernels() == 1);
+}
+
+TEST_CASE("fusion: a tensor from outside the function that it writes is still written") {
+  Td w = zeros<double>({3, 4});
+  auto f = ag::compile(
+      [&](const Td& x) {
+        w.copy_(x * 2.0);  // written once, read once: but the caller sees it
+        return sum(w * 3.0, Shape{1});
+      },
+      {.fuse = true});
+  for (int k = 0; k < 3; ++k) {
+    Td x = random({3, 4}, 100 + k);
+    check_near(f(x), sum(x * 6.0, Shape{1}));
+    check_near(w, x * 2.0);
+  }
+  CHECK(f.fusion_reason() == "");
+  CHECK(f.fused_kernels() == 2);
 }
 
 TEST_CASE("fusion: kernels it cannot generate (a product) run between generated ones") {

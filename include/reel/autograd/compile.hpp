@@ -304,7 +304,8 @@ class Compiled {
     for (const auto& o : outs.impls) keep.push_back(o->storage.get());
     reel::detail::fusion::Fused fz;
     if (s.opts.fuse) {
-      reel::detail::fusion::Program prog{trace.descs(), trace.step_reads(), trace.step_writes(), trace.folded(), {}};
+      reel::detail::fusion::Program prog{trace.descs(), trace.step_reads(), trace.step_writes(), trace.folded(), {},
+                                         trace.fresh_storages()};
       for (const auto& o : outs.impls) prog.pinned.push_back(o->storage.get());
       for (const auto& in : e->inputs) prog.pinned.push_back(in->storage.get());
       fz = reel::detail::fusion::fuse(prog);

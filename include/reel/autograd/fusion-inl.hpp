@@ -151,14 +151,13 @@ inline bool make_kernel(const KernelDesc& d, size_t step, Buffers& bufs, Kernel&
     if (s != out_numel) return false;
     k.outs.push_back(std::move(a));
   } else {
-    for (const auto& out : d.outs) {
-      const int64_t od = out->sizes.size(), sd = static_cast<int64_t>(d.space.size());
-      if (od > sd) return false;
-      for (int64_t i = 0; i < od; ++i)
-        if (out->sizes[i] != d.space[sd - od + i]) return false;
+    for (const auto& out : d.outs) {  // an output is the space, each element written once
+      if (out->sizes != Shape(d.space)) return false;
       const int ob = bufs.of(out);
       if (ob < 0) return false;
       k.outs.push_back(access_of(ob, *out, d.space));
+      for (size_t i = 0; i < d.space.size(); ++i)
+        if (d.space[i] != 1 && k.outs.back().st[i] == 0) return false;
     }
   }
   for (const auto& t : d.leaves) {
@@ -390,7 +389,9 @@ REEL_INLINE Fused fuse(const Program& p) {
         const int b = l.leaf[slot].buf;
         if (b < 0) continue;
         const Storage* s = bufs.id[b];
-        if (std::find(p.pinned.begin(), p.pinned.end(), s) != p.pinned.end()) continue;
+        if (std::find(p.pinned.begin(), p.pinned.end(), s) != p.pinned.end() ||
+            std::find(p.fresh.begin(), p.fresh.end(), s) == p.fresh.end())
+          continue;  // the caller's, or a tensor from outside the function (written for its owner)
         size_t w = 0, r = 0;
         if (count(writes, s, w) != 1 || count(reads, s, r) != 1 || r != l.step || w >= l.step || p.skip[w]) continue;
         if (kernel_of[w] < 0) continue;

@@ -39,6 +39,7 @@ struct Program {
   std::vector<std::vector<const Storage*>> reads, writes;
   std::vector<char> skip;              // per kept kernel: not run by a replay (folded)
   std::vector<const Storage*> pinned;  // storages the caller sees: arguments and results
+  std::vector<const Storage*> fresh;   // storages the function allocated (the only ones that may go)
 };
 
 // One step of the fused replay: a kept kernel as captured, or a generated function called

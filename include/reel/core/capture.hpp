@@ -148,6 +148,13 @@ class CaptureTrace {
   // until then.
   void extend_use(size_t step, const Storage* s) { uses_[step].push_back(s); }
   const std::vector<std::vector<const Storage*>>& step_reads() const { return reads_; }
+  // The storages the captured function allocated that are still alive.
+  std::vector<const Storage*> fresh_storages() const {
+    std::vector<const Storage*> r;
+    for (const auto& [w, p] : fresh_)
+      if (!w.expired()) r.push_back(p);
+    return r;
+  }
   const std::vector<std::vector<const Storage*>>& step_writes() const { return writes_; }
 
  private:
