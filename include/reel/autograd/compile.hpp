@@ -173,7 +173,8 @@ class Compiled {
       return (*this)(reel::detail::materialize(args)...);  // expressions are evaluated first
   }
 
-  // Kernels recorded for the most recent signature captured (0 when it runs eagerly).
+  // Steps a replay of the most recent signature runs (0 when it runs eagerly): its kernels,
+  // or with fusion its generated functions and the kernels between them.
   size_t kernels() const {
     std::lock_guard<std::recursive_mutex> lock(state_->mu);
     return state_->last ? state_->last->steps.size() : 0;

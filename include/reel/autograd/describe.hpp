@@ -11,31 +11,41 @@
 
 namespace reel::inline REEL_ABI::detail {
 
+// Pointers to the tensors of an expression's leaves, in to_ir's slot order (also what
+// autograd saves of an expression it records).
+template <class X> void collect_leaf_impls(const X&, const GradPtr**, size_t&) {}
+template <class T, class D> void collect_leaf_impls(const Tensor<T, D>& t, const GradPtr** v, size_t& n) { v[n++] = &t.impl_ptr(); }
+template <class Op, class... A> void collect_leaf_impls(const Expr<Op, A...>& e, const GradPtr** v, size_t& n) {
+  std::apply([&](const auto&... a) { (collect_leaf_impls(a, v, n), ...); }, e.args);
+}
+
+// The part of a description no expression type instantiates again.
+inline void describe_graph(CaptureTrace& t, std::shared_ptr<ir::Graph> g, int root, const GradPtr* const* leaves,
+                           size_t n, GradPtr out, std::vector<int64_t> space, std::vector<char> reduced, bool mean) {
+  if (n != g->leaves.size()) return;
+  auto d = std::make_shared<KernelDesc>();
+  d->graph = std::move(g);
+  d->roots.push_back(root);
+  for (size_t k = 0; k < n; ++k) d->leaves.push_back(*leaves[k]);
+  d->outs.push_back(std::move(out));
+  d->space = std::move(space);
+  d->reduced = std::move(reduced);
+  d->mean = mean;
+  t.describe(std::move(d));
+}
+
 template <class T, class D, class E>
 void describe_kernel(CaptureTrace& t, const Tensor<T, D>& out, const E& e, std::vector<int64_t> space,
                      std::vector<char> reduced, bool mean) {
   if constexpr (std::is_floating_point_v<T> && Backend<D>::host_memory) {
     if (!t.wants_descs()) return;
-    auto d = std::make_shared<KernelDesc>();
     auto g = std::make_shared<ir::Graph>();
     ir::Builder b{*g};
-    d->roots.push_back(ir::to_ir_as<T, D>(b, e));
-    auto visit = [&](const auto& self, const auto& x) -> void {  // leaf slots: to_ir's order
-      using X = std::decay_t<decltype(x)>;
-      if constexpr (is_tensor_v<X>) {
-        d->leaves.push_back(x.impl_ptr());
-      } else if constexpr (requires { x.args; }) {
-        std::apply([&](const auto&... a) { (self(self, a), ...); }, x.args);
-      }
-    };
-    visit(visit, e);
-    if (d->leaves.size() != g->leaves.size()) return;
-    d->graph = std::move(g);
-    d->outs.push_back(out.impl_ptr());
-    d->space = std::move(space);
-    d->reduced = std::move(reduced);
-    d->mean = mean;
-    t.describe(std::move(d));
+    const int root = ir::to_ir_as<T, D>(b, e);  // (the same instantiation autograd's recording uses)
+    const GradPtr* leaves[kMaxOperands];
+    size_t n = 0;
+    collect_leaf_impls(e, leaves, n);
+    describe_graph(t, std::move(g), root, leaves, n, out.impl_ptr(), std::move(space), std::move(reduced), mean);
   } else {
     (void)t, (void)out, (void)e, (void)space, (void)reduced, (void)mean;
   }

@@ -349,11 +349,6 @@ REEL_INLINE bool record_struct_tangents(const std::shared_ptr<const ir::Graph>& 
 REEL_INLINE void record_graph(GraphRecord rec);
 
 // ------------------------------------------------------------------ typed entry points
-template <class X> void collect_leaf_impls(const X&, const GradPtr**, size_t&) {}
-template <class T, class D> void collect_leaf_impls(const Tensor<T, D>& t, const GradPtr** v, size_t& n) { v[n++] = &t.impl_ptr(); }
-template <class Op, class... A> void collect_leaf_impls(const Expr<Op, A...>& e, const GradPtr** v, size_t& n) {
-  std::apply([&](const auto&... a) { (collect_leaf_impls(a, v, n), ...); }, e.args);
-}
 template <class X> bool any_leaf_meta(const X&) { return false; }
 template <class T, class D> bool any_leaf_meta(const Tensor<T, D>& t) { return t.impl().autograd != nullptr; }
 template <class Op, class... A> bool any_leaf_meta(const Expr<Op, A...>& e) {
