@@ -8,7 +8,8 @@
 // signature copy the arguments into the captured input buffers and run the recorded kernels
 // on the captured buffers: no graph is recorded or walked, no plan is looked up, nothing is
 // allocated but the returned tensors. This is what jax.jit's trace-and-replay and CUDA
-// graphs do, without fusing kernels (each op's kernel runs as in eager mode). Kernels that
+// graphs do, without fusing kernels (each op's kernel runs as in eager mode; the option
+// CompileOptions::fuse generates fused code instead: fusion.hpp). Kernels that
 // depend on no argument and no tensor from outside f (eye(n), masks, arange) are folded:
 // computed once at the capture, their buffers kept, skipped by replays.
 //
