@@ -28,11 +28,6 @@ struct Kernel {
   bool reduce = false, mean = false, alive = true;
   std::vector<Access> outs;  // per root
   std::vector<Access> leaf;  // per leaf slot of g (buf -1: a slot no root reads)
-  bool writes(int b) const {
-    for (const Access& o : outs)
-      if (o.buf == b) return true;
-    return false;
-  }
 };
 struct Buffers {
   std::vector<const Storage*> id;
@@ -223,21 +218,19 @@ inline void literal(std::ostream& os, const ir::IrNode& n) {
   std::memcpy(&bits, n.data, std::min<size_t>(sizeof bits, static_cast<size_t>(n.type->size)));
   os << "reel_jit::val<" << c_type(n.type->dtype) << ">(0x" << std::hex << bits << std::dec << "ull)";
 }
-inline std::string index_of(const Access& a, const std::vector<int>& dim_var) {
+// a's element at loop indices i0, i1, ... (a's strides over the loop dims)
+inline std::string index_of(const Access& a) {
   std::string s = std::to_string(a.off);
   for (size_t d = 0; d < a.st.size(); ++d)
-    if (a.st[d] != 0) s += " + i" + std::to_string(dim_var[d]) + " * " + std::to_string(a.st[d]);
+    if (a.st[d] != 0) s += " + i" + std::to_string(d) + " * " + std::to_string(a.st[d]);
   return s;
 }
 
 // One kernel's loop nest. p[b] is buffer b's data.
 inline void emit_kernel(std::ostream& os, const Kernel& k, const Buffers& bufs) {
   const ir::Graph& g = k.g;
-  std::vector<char> live(g.nodes.size(), 0);
-  for (int r : k.roots) live[r] = 1;
-  for (size_t i = g.nodes.size(); i-- > 0;)
-    if (live[i] && g.nodes[i].kind == ir::Kind::Op)
-      for (int a = 0; a < g.nodes[i].nargs; ++a) live[g.nodes[i].args[a]] = 1;
+  std::vector<char> live;
+  ir::mark_live(g, k.roots, live);
   // dims: size-1 dropped, neighbours every access walks as one merged, kept dims outermost
   std::vector<const Access*> accs;
   for (const Access& o : k.outs) accs.push_back(&o);
@@ -267,8 +260,6 @@ inline void emit_kernel(std::ostream& os, const Kernel& k, const Buffers& bufs) 
   }
   std::stable_partition(dims.begin(), dims.end(), [](const Dim& d) { return !d.red; });
   // accesses over the loop dims: i<j> is loop j
-  std::vector<int> var(dims.size());
-  for (size_t j = 0; j < dims.size(); ++j) var[j] = static_cast<int>(j);
   auto over = [&](size_t a) {
     Access r;
     r.off = accs[a]->off;
@@ -317,7 +308,7 @@ inline void emit_kernel(std::ostream& os, const Kernel& k, const Buffers& bufs) 
     const char* t = c_type(n.type->dtype);
     if (n.kind == ir::Kind::Leaf) {
       Access x = over(a++);
-      std::string idx = index_of(x, var);
+      std::string idx = index_of(x);
       int b = k.leaf[n.leaf].buf;
       auto it = loaded.find({b, idx});
       if (it != loaded.end()) {
@@ -342,7 +333,7 @@ inline void emit_kernel(std::ostream& os, const Kernel& k, const Buffers& bufs) 
   }
   auto out = [&](size_t r) {
     return std::string("static_cast<") + c_type(bufs.dtype[k.outs[r].buf]) + "*>(p[" + std::to_string(k.outs[r].buf) +
-           "])[" + index_of(over(r), var) + "]";
+           "])[" + index_of(over(r)) + "]";
   };
   if (k.reduce) {
     os << "      acc += v" << k.roots[0] << ";\n";
@@ -371,7 +362,6 @@ REEL_INLINE Fused fuse(const Program& p) {
     kernel_of[s] = static_cast<int>(ks.size());
     ks.push_back(std::move(k));
   }
-  f.described = static_cast<int>(ks.size());
   if (ks.empty()) return f;
   // who writes and reads each storage, by kernel (the fused ones move their reads)
   std::vector<std::vector<const Storage*>> reads = p.reads, writes = p.writes;

@@ -53,7 +53,7 @@ struct Fused {
   std::vector<Part> parts;
   std::string source;           // the generated functions ("" when there are none)
   int functions = 0;
-  int described = 0, kept = 0;  // described kernels before fusion, loop nests after
+  int kept = 0;                 // loop nests after fusion
   // (kernel, storage): kernel now also reads storage (CaptureTrace::extend_use)
   std::vector<std::pair<size_t, const Storage*>> moved_reads;
 };

@@ -19,6 +19,7 @@ REEL_INLINE void CaptureTrace::keep(const std::vector<const Storage*>& writes, s
   steps_.push_back(std::move(kept));
   reads_.push_back(reads);
   writes_.push_back(writes);
+  descs_.emplace_back();
   reads.insert(reads.end(), writes.begin(), writes.end());
   uses_.push_back(std::move(reads));
 }

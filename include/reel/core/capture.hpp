@@ -82,10 +82,7 @@ class CaptureTrace {
   // attaches one to the kernel kept last.
   bool wants_descs() const { return want_descs_; }
   void want_descs(bool w) { want_descs_ = w; }
-  void describe(std::shared_ptr<const KernelDesc> d) {
-    descs_.resize(steps_.size());
-    descs_.back() = std::move(d);
-  }
+  void describe(std::shared_ptr<const KernelDesc> d) { descs_.back() = std::move(d); }
   // A storage allocated by the captured function (outside a kept kernel).
   void note_fresh(const std::shared_ptr<Storage>& s) {
     std::erase(written_, s.get());  // a new storage at a freed one's address is not written yet
@@ -134,16 +131,12 @@ class CaptureTrace {
     reads_.resize(m);
     writes_.resize(m);
     uses_.resize(m);
-    descs_.resize(std::min(descs_.size(), m));
+    descs_.resize(m);
     last_writes_.clear();
   }
   std::vector<CaptureStep> take_steps() { return std::move(steps_); }
   // Per kept kernel: its description (null: none), the storages it reads, those it writes.
-  std::vector<std::shared_ptr<const KernelDesc>> descs() const {
-    auto d = descs_;
-    d.resize(reads_.size());
-    return d;
-  }
+  const std::vector<std::shared_ptr<const KernelDesc>>& descs() const { return descs_; }
   // Kernel `step` also reads storage s (fusion moved a read there): share_buffers keeps s alive
   // until then.
   void extend_use(size_t step, const Storage* s) { uses_[step].push_back(s); }
@@ -164,7 +157,7 @@ class CaptureTrace {
   std::vector<std::vector<const Storage*>> uses_;  // per kept kernel: the storages it reads or writes
   std::vector<std::vector<const Storage*>> reads_, writes_;  // per kept kernel: what it reads, what it writes
   std::vector<char> folded_;                                // per kept kernel: constant (fold_constants)
-  std::vector<std::shared_ptr<const KernelDesc>> descs_;    // per kept kernel (may be shorter)
+  std::vector<std::shared_ptr<const KernelDesc>> descs_;    // per kept kernel (null: none)
   bool want_descs_ = false;
   std::string refusal_;
   int depth_ = 0;
