@@ -23,7 +23,8 @@ template <class U>
 static bool close_to(const std::vector<U>& v, const std::vector<double>& w, double tol, int64_t k) {
   double worst = 0, scale = 0;
   for (size_t i = 0; i < w.size(); ++i) {
-    worst = std::max(worst, std::abs(double(v[i]) - w[i]));
+    const double d = std::abs(double(v[i]) - w[i]);
+    if (!(d <= worst)) worst = d;  // (a NaN stays)
     scale = std::max(scale, std::abs(w[i]));
   }
   return worst <= tol * scale * std::sqrt(double(k));
@@ -163,6 +164,64 @@ TEST_CASE_TEMPLATE("batched products read transposed operands (a backward's .mT(
         auto w = naive(a.select(0, q).contiguous().to_vector(), b.select(0, shared ? 0 : q).contiguous().to_vector(), n, k, m);
         CHECK(close_to(c.select(0, q).contiguous().to_vector(), w, tol, k));
       }
+    }
+  }
+}
+
+// The blocked kernel zeroes C strip by strip right before its first depth block adds into it
+// (detail::gemm_block): what C held before must not show through (NaN included), and with
+// accumulate it must be added to. Sizes cross the strips (96 rows of C^T), the kernel's
+// panels and remainders, and a depth longer than one depth block; every transposition;
+// complex too (other panel heights).
+TEST_CASE_TEMPLATE("the blocked kernel overwrites or accumulates into C, whatever C held", T, float, double,
+                   std::complex<double>) {
+  using R = real_t<T>;
+  const double tol = std::is_same_v<R, float> ? 2e-5 : 1e-12;
+  Generator g(13);
+  for (auto size : {std::array<int64_t, 3>{37, 45, 301}, {130, 1500, 97}, {250, 64, 200}}) {
+    const int64_t m = size[0], k = size[1], n = size[2];
+    auto a = randn<T>({m, k}, g), b = randn<T>({k, n}, g), c0 = randn<T>({m, n}, g);
+    const auto av = a.to_vector(), bv = b.to_vector(), cv = c0.to_vector();
+    std::vector<T> at(m * k), bt(k * n);  // A stored [k, m], B stored [n, k]
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) at[p * m + i] = av[i * k + p];
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) bt[j * k + p] = bv[p * n + j];
+    std::vector<T> want(m * n, T(0));  // in long double / complex<long double> where it matters little
+    double scale = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        std::complex<long double> s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += std::complex<long double>(av[i * k + p]) * std::complex<long double>(bv[p * n + j]);
+        if constexpr (is_complex_v<T>)
+          want[i * n + j] = T(R(s.real()), R(s.imag()));
+        else
+          want[i * n + j] = T(s.real());
+        scale = std::max(scale, double(std::abs(s)));
+      }
+    for (int variant = 0; variant < 8; ++variant) {
+      const bool ta = variant & 1, tb = variant & 2, accumulate = variant & 4;
+      CAPTURE(m);
+      CAPTURE(k);
+      CAPTURE(n);
+      CAPTURE(variant);
+      std::vector<T> c = accumulate ? cv : std::vector<T>(m * n, T(std::numeric_limits<R>::quiet_NaN()));
+      const T* pa = ta ? at.data() : av.data();
+      const T* pb = tb ? bt.data() : bv.data();
+      const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+      if (ta && tb)
+        detail::gemm_ex<T, true, true>(m, n, k, pa, lda, pb, ldb, c.data(), n, accumulate);
+      else if (ta)
+        detail::gemm_ex<T, true, false>(m, n, k, pa, lda, pb, ldb, c.data(), n, accumulate);
+      else if (tb)
+        detail::gemm_ex<T, false, true>(m, n, k, pa, lda, pb, ldb, c.data(), n, accumulate);
+      else
+        detail::gemm_ex<T, false, false>(m, n, k, pa, lda, pb, ldb, c.data(), n, accumulate);
+      const double bound = tol * scale * std::sqrt(double(k));
+      int64_t off = 0;  // (a NaN left in C counts: no comparison with it holds)
+      for (int64_t i = 0; i < m * n; ++i) off += !(std::abs(c[i] - want[i] - (accumulate ? cv[i] : T(0))) <= bound);
+      CHECK(off == 0);
     }
   }
 }

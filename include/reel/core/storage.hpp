@@ -131,7 +131,9 @@ class CachingHostAllocator {
     return *a;
   }
 
-  void* allocate(size_t nbytes) {
+  // counted false: scratch memory of a kernel (GEMM packing buffers), cached and reused like
+  // tensor storage but not part of memory_allocated(), which counts tensors as PyTorch does
+  void* allocate(size_t nbytes, bool counted = true) {
     if (nbytes == 0) return nullptr;
     size_t rounded = round_up(nbytes);
     if (rounded >= kCacheThreshold) {
@@ -142,7 +144,7 @@ class CachingHostAllocator {
         void* p = it->second;
         cached_bytes_ -= it->first;
         sizes_[p] = it->first;
-        note(static_cast<int64_t>(it->first));
+        if (counted) note(static_cast<int64_t>(it->first));
         free_.erase(it);
         return p;
       }
@@ -153,11 +155,11 @@ class CachingHostAllocator {
       std::lock_guard<std::mutex> lock(mu_);
       sizes_[p] = rounded;
     }
-    note(static_cast<int64_t>(rounded));
+    if (counted) note(static_cast<int64_t>(rounded));
     return p;
   }
 
-  void deallocate(void* p, size_t nbytes) {
+  void deallocate(void* p, size_t nbytes, bool counted = true) {
     if (!p) return;
     size_t rounded = round_up(nbytes);
     if (rounded >= kCacheThreshold) {
@@ -165,13 +167,13 @@ class CachingHostAllocator {
       auto it = sizes_.find(p);
       size_t sz = it == sizes_.end() ? rounded : it->second;
       if (it != sizes_.end()) sizes_.erase(it);
-      in_use_.fetch_sub(static_cast<int64_t>(sz), std::memory_order_relaxed);
+      if (counted) in_use_.fetch_sub(static_cast<int64_t>(sz), std::memory_order_relaxed);
       if (cached_bytes_ + sz <= kMaxCached) {
         free_.emplace(sz, p);
         cached_bytes_ += sz;
         return;
       }
-    } else {
+    } else if (counted) {
       in_use_.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
     }
     std::free(p);

@@ -103,11 +103,85 @@ void check_matmul_types() {
   static_assert(!is_fp8_v<T>, "reel::matmul: float8 tensors multiply through nn::functional::scaled_mm");
 }
 
+// Scratch memory for n T's from the caching allocator (not counted as tensor memory), or none
+// (data null) where Eigen's stack allocation takes it.
+template <class T>
+struct ScratchBuffer {
+  T* data = nullptr;
+  std::size_t bytes;
+  explicit ScratchBuffer(std::size_t n) : bytes(n * sizeof(T)) {
+    if (bytes > EIGEN_STACK_ALLOCATION_LIMIT) data = static_cast<T*>(CachingHostAllocator::instance().allocate(bytes, false));
+  }
+  ~ScratchBuffer() {
+    if (data) CachingHostAllocator::instance().deallocate(data, bytes, false);
+  }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+};
+
+// C[m, n] (+)= op(A) op(B) for one thread's block of C, by Eigen's packing routines and
+// micro kernel in the loop order of Eigen's own driver (general_matrix_matrix_product), which
+// sees C column-major: C^T = op(B)^T op(A)^T. That driver only adds into C, so C had to be
+// zeroed first, a pass of its own over all of C (4% of a large double product: the zeros
+// went to memory and were read back); here each strip of C is zeroed right before the
+// kernel first adds into it, while the strip is in cache. A strip starts at a multiple of
+// the kernel's panel height mr, where the packed panels of op(B)^T are all mr rows high.
+template <class T, bool TA, bool TB>
+void gemm_block(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
+                bool accumulate) {
+  using namespace Eigen::internal;
+  namespace internal = Eigen::internal;  // (named so by Eigen's stack-allocation macro)
+  using Index = Eigen::Index;
+  using Traits = gebp_traits<T, T>;
+  constexpr int LO = TB ? Eigen::RowMajor : Eigen::ColMajor, RO = TA ? Eigen::RowMajor : Eigen::ColMajor;
+  using LhsMap = const_blas_data_mapper<T, Index, LO>;  // op(B)^T, [n, k]
+  using RhsMap = const_blas_data_mapper<T, Index, RO>;  // op(A)^T, [k, m]
+  using ResMap = blas_data_mapper<T, Index, Eigen::ColMajor, Eigen::Unaligned, 1>;
+  const LhsMap lhs(B, ldb);
+  const RhsMap rhs(A, lda);
+  const ResMap res(C, ldc);
+  gemm_blocking_space<Eigen::ColMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(n, m, k, 1, true);
+  const Index kc = blocking.kc(), mc = std::min<Index>(n, blocking.mc()), nc = std::min<Index>(m, blocking.nc());
+  // The packed operands: on the stack up to Eigen's limit of 128 KB, as Eigen's driver does;
+  // larger ones from reel's caching allocator (a fresh 32 MB block each call, as Eigen's
+  // driver takes, costs its page faults every time: 4% of a 4096x512x8192 double product)
+  const std::size_t lhs_size = std::size_t(kc * mc), rhs_size = std::size_t(kc * nc);
+  ScratchBuffer<T> lhs_buffer(lhs_size), rhs_buffer(rhs_size);
+  ei_declare_aligned_stack_constructed_variable(T, packed_lhs, lhs_size, lhs_buffer.data);
+  ei_declare_aligned_stack_constructed_variable(T, packed_rhs, rhs_size, rhs_buffer.data);
+  gemm_pack_lhs<T, Index, LhsMap, Traits::mr, Traits::LhsProgress, typename Traits::LhsPacket4Packing, LO> pack_lhs;
+  gemm_pack_rhs<T, Index, RhsMap, Traits::nr, RO> pack_rhs;
+  gebp_kernel<T, T, Index, ResMap, Traits::mr, Traits::nr, false, false> kernel;
+  constexpr Index strip = Traits::mr * std::max<Index>(1, 96 / Traits::mr);  // rows of C^T
+  const bool rhs_packed_once = mc != n && kc == k && nc == m;
+  for (Index i2 = 0; i2 < n; i2 += mc) {
+    const Index rows = std::min(i2 + mc, Index(n)) - i2;
+    for (Index k2 = 0; k2 < k; k2 += kc) {
+      const Index depth = std::min(k2 + kc, Index(k)) - k2;
+      pack_lhs(packed_lhs, lhs.getSubMapper(i2, k2), depth, rows);
+      for (Index j2 = 0; j2 < m; j2 += nc) {
+        const Index cols = std::min(j2 + nc, Index(m)) - j2;
+        if (!rhs_packed_once || i2 == 0) pack_rhs(packed_rhs, rhs.getSubMapper(k2, j2), depth, cols);
+        if (accumulate || k2 > 0) {
+          kernel(res.getSubMapper(i2, j2), packed_lhs, packed_rhs, rows, depth, cols, T(1));
+          continue;
+        }
+        for (Index i = 0; i < rows; i += strip) {
+          const Index h = std::min(i + strip, rows) - i;
+          for (Index j = j2; j < j2 + cols; ++j) std::fill_n(C + j * ldc + i2 + i, h, T(0));
+          kernel(res.getSubMapper(i2 + i, j2), packed_lhs + i * depth, packed_rhs, h, depth, cols, T(1));
+        }
+      }
+    }
+  }
+}
+
 // C[m, n] (+)= op(A) op(B), C row-major; op(A) = A[m, k] row-major, or A stored as [k, m]
 // row-major when TA (a transposed operand is read in place, never copied); likewise B.
-// Calls Eigen's GEMM kernel directly: the dispatch in front of it (lazy and matrix-vector
-// products) costs a second per translation unit to compile and is not needed here. Small
-// products use a plain loop; large ones split C between threads (by rows, or by columns).
+// Calls Eigen's GEMM kernel directly (gemm_block): the dispatch in front of it (lazy and
+// matrix-vector products) costs a second per translation unit to compile and is not needed
+// here. Small products use a plain loop; large ones split C between threads (by rows, or by
+// columns).
 template <class T, bool TA = false, bool TB = false>
 void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
              bool accumulate) {
@@ -115,13 +189,8 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
 #ifdef REEL_WITH_BLAS
   if (!small && blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, accumulate)) return;  // else Eigen's kernel
 #endif
-  // C = 0 first where it is not accumulated into (the kernel adds): block by block, by the
-  // thread that computes the block, right before it does
-  auto zero = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    if (!accumulate)
-      for (int64_t i = r0; i < r1; ++i) std::fill(C + i * ldc + c0, C + i * ldc + c1, T(0));
-  };
-  if (small || k == 0) zero(0, m, 0, n);
+  if ((small || k == 0) && !accumulate)
+    for (int64_t i = 0; i < m; ++i) std::fill_n(C + i * ldc, n, T(0));
   if (m == 0 || n == 0 || k == 0) return;
   auto a = [&](int64_t i, int64_t p) { return TA ? A[p * lda + i] : A[i * lda + p]; };
   if (small) {
@@ -132,16 +201,10 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
       }
     return;
   }
-  using namespace Eigen::internal;
-  constexpr int LO = TA ? Eigen::ColMajor : Eigen::RowMajor, RO = TB ? Eigen::ColMajor : Eigen::RowMajor;
-  using G = general_matrix_matrix_product<Eigen::Index, T, LO, false, T, RO, false, Eigen::RowMajor, 1>;
   // C's block [r0, r1) x [c0, c1)
   auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    zero(r0, r1, c0, c1);
-    gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(r1 - r0, c1 - c0, k, 1,
-                                                                                                       true);
-    G::run(r1 - r0, c1 - c0, k, A + (TA ? r0 : r0 * lda), lda, B + (TB ? c0 * ldb : c0), ldb, C + r0 * ldc + c0, 1, ldc,
-           T(1), blocking, nullptr);
+    gemm_block<T, TA, TB>(r1 - r0, c1 - c0, k, A + (TA ? r0 : r0 * lda), lda, B + (TB ? c0 * ldb : c0), ldb,
+                          C + r0 * ldc + c0, ldc, accumulate);
   };
   // Threads take rows of C, enough each to keep the kernel's panels full (256 of a 64-wide
   // product); a C of few rows and many columns (a weight gradient G^T X: [64, 64] over 1024
