@@ -114,12 +114,13 @@ Tensor<T, D> project(const Tensor<T, D>& g, Kind kind) {
   return Tensor<T, D>(g * tri_weights<T, D>(n, kind == Kind::lower, 1, kind == Kind::upper));
 }
 
-// X = A^-1 B, recorded. A [nb, n, n], B [nb, n, k]; `lu`: A's factors if already computed.
+// X = A^-1 B, recorded. A [nb, n, n], B [nb, n, k]; `lu`: A's factors if already computed;
+// `value`: X itself if already computed (from `lu`, of a general A no matrix of which is singular).
 template <class T, class D>
 Tensor<T, D> solve3(const Tensor<T, D>& A, const Tensor<T, D>& B, Kind kind, const char* fn,
-                    std::shared_ptr<LuBatch<T>> lu = nullptr) {
+                    std::shared_ptr<LuBatch<T>> lu = nullptr, Tensor<T, D> value = {}) {
   std::shared_ptr<LuBatch<T>> f = std::move(lu);
-  Tensor<T, D> X = solve_value(A, B, kind, fn, &f);
+  Tensor<T, D> X = value.defined() ? std::move(value) : solve_value(A, B, kind, fn, &f);
   if (!records<T, D>(A, B)) return X;
   Tensor<T, D> Xp = X.detach();  // the value, without the history that will point back here
   auto plain = [f, kind, fn](const Tensor<T, D>& M, const Tensor<T, D>& R, bool adjoint) {
