@@ -184,6 +184,12 @@ REEL_INLINE void evaluate_cpu(const Graph& g, std::span<const TensorImpl* const>
   Operands ops;
   live_operands(g, leaves, roots, outs, live, ops, order, leaf_op);
   EvalState s{&g, order, leaf_op, roots, static_cast<int>(roots.size()), ops.n};
+  if (numel_of(outs[0]->sizes) == 1 && int64_t(outs[0]->sizes.size()) <= kMaxDims) {
+    // one element (the nodes of scalar graphs): one tile, no iteration plan
+    static constexpr int64_t zero[kMaxOperands] = {};
+    eval_tile(s, RowCtx{ops.base, zero, zero, zero, zero, 1}, zero, 1, 1);
+    return;
+  }
   // every output has the same shape; operand 0 defines the iteration space
   run_rows(ops, &s, &eval_rows);
 }

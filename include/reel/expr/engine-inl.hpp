@@ -165,6 +165,27 @@ REEL_INLINE void run_rows_impl(const Operands& ops, void* self, RowFn row_fn, bo
   }
 }
 
+REEL_INLINE bool flat_run(const Operands& ops, int64_t n, int64_t* inner, bool& unit) {
+  unit = true;
+  for (int k = 0; k < ops.n; ++k) {
+    const Shape &sz = *ops.sizes[k], &st = *ops.strides[k];
+    int64_t expect = 1;  // the stride of a contiguous tensor at d; after the loop, the numel
+    bool dense = true;
+    for (int64_t d = int64_t(sz.size()) - 1; d >= 0; --d)
+      if (sz[d] != 1) {
+        dense = dense && st[d] == expect;
+        expect *= sz[d];
+      }
+    if (expect == n && dense)
+      inner[k] = 1;
+    else if (expect == 1 && k > 0)
+      inner[k] = 0, unit = false;
+    else
+      return false;
+  }
+  return true;
+}
+
 REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok, bool serial) {
   run_rows_impl(ops, self, row_fn, planes_ok, serial, 0, nullptr);
 }

@@ -232,6 +232,9 @@ REEL_INLINE void plan_iteration(const Operands& ops, IterPlan& p);
 // kernel's per-call setup is paid once per slab, not once per block of short rows.
 using RowFn = void (*)(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
 REEL_INLINE void run_rows(const Operands& ops, void* self, RowFn row_fn, bool planes_ok = false, bool serial = false);
+// Whether n elements are one dense run of every operand: the output (operand 0) contiguous,
+// every other operand contiguous with n elements (inner 1) or a single element (inner 0).
+REEL_INLINE bool flat_run(const Operands& ops, int64_t n, int64_t* inner, bool& unit);
 // run_rows on one thread over consecutive tiles of `tile` elements of the iteration space,
 // calling done(begin, end) after each. Operand 0 must be contiguous; its offsets are taken
 // from the tile's start, so it can be a buffer of one tile (a reduction reads an expression
@@ -440,12 +443,28 @@ void eval_row_block(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool
 // The CPU evaluation proper: the expression's row kernel over the planned iteration space.
 template <class R, class E>
 void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e) {
-  {
-    Operands ops;
-    ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
-    collect_leaves(e, ops);
-    run_rows(ops, const_cast<E*>(&e), &eval_row_block<R, E>, /*planes_ok=*/true);
+  Operands ops;
+  ops.add(out.mutable_data_ptr(), out.sizes(), out.strides());
+  collect_leaves(e, ops);
+  const int64_t n = out.numel();
+  if (n < kParallelThreshold && out.dim() <= kMaxDims) {
+    // Small and dense (every operand contiguous like the output, or one element), one thread:
+    // one run without the iteration planner (a chain of 1-element ops: 0.125 -> 0.09 us per
+    // op; 8-element ops 139 -> 110 ns)
+    static constexpr int64_t zero[kMaxOperands] = {};
+    if (n == 1) {  // (scalars, losses, the nodes of scalar graphs: not even the row kernel)
+      const RowCtx c{ops.base, zero, zero, zero, zero, 1};
+      *static_cast<R*>(const_cast<void*>(ops.base[0])) = convert<R>(eval_at<1>(e, c, 0));
+      return;
+    }
+    int64_t inner[kMaxOperands];
+    bool unit;
+    if (flat_run(ops, n, inner, unit)) {
+      eval_row_block<R, E>(const_cast<E*>(&e), RowCtx{ops.base, zero, inner, zero, zero, 1}, n, 1, unit);
+      return;
+    }
   }
+  run_rows(ops, const_cast<E*>(&e), &eval_row_block<R, E>, /*planes_ok=*/true);
 }
 
 // Evaluates e on the CPU, on one thread, in row-major tiles of `tile` elements written to

@@ -19,9 +19,40 @@
 
 #include "engine.hpp"
 
+namespace reel::inline REEL_ABI::detail {
+// A row's square root by the exact packet instruction. Eigen 3.4 turns its packet sqrt off
+// on AVX-512 unless EIGEN_FAST_MATH (packet_traits: HasSqrt = EIGEN_FAST_MATH), which reel
+// keeps off, although psqrt is then the exact instruction (_mm512_sqrt_ps): sqrt and rsqrt
+// rows, and every expression holding one, ran one element at a time (1024 floats of
+// sqrt(v) / c + eps: 2.3 us against 0.45 us).
+template <class C>
+struct sqrt_functor {
+  C operator()(const C& x) const { return std::sqrt(x); }
+  template <class P> P packetOp(const P& x) const { return Eigen::internal::psqrt(x); }
+};
+}  // namespace reel::detail
+template <class C>
+struct Eigen::internal::functor_traits<reel::detail::sqrt_functor<C>> {
+  enum {
+    Cost = 5 * NumTraits<C>::MulCost,
+#if !EIGEN_FAST_MATH && defined(EIGEN_VECTORIZE_SSE2)  // (x86: psqrt is _mm*_sqrt_p*, exact)
+    PacketAccess = packet_traits<C>::Vectorizable
+#else
+    PacketAccess = packet_traits<C>::HasSqrt
+#endif
+  };
+};
+
 namespace reel::inline REEL_ABI {
 
 namespace detail {
+template <class C, class A>
+auto vec_sqrt(const A& a) {
+  if constexpr (std::is_floating_point_v<C>)
+    return a.unaryExpr(sqrt_functor<C>{});
+  else
+    return a.sqrt();
+}
 template <class C> inline constexpr bool vec_float_v = std::is_floating_point_v<C>;
 template <class C> inline constexpr bool vec_float_or_complex_v = std::is_floating_point_v<C> || is_complex_v<C>;
 // An Eigen row that is one value repeated (how a C++ number enters a row's Eigen expression).
@@ -285,8 +316,8 @@ REEL_FLOAT_UNARY(exp, ExpOp, std::exp(x), (detail::vec_exp_log<C, false>(a)), ou
 REEL_FLOAT_UNARY(log, LogOp, std::log(x), (detail::vec_exp_log<C, true>(a)), reciprocal(x))
 REEL_FLOAT_UNARY(log1p, Log1pOp, std::log1p(x), a.log1p(), reciprocal(x + 1))
 REEL_FLOAT_UNARY(expm1, Expm1Op, std::expm1(x), a.expm1(), out + 1)
-REEL_FLOAT_UNARY(sqrt, SqrtOp, std::sqrt(x), a.sqrt(), 0.5 / out)
-REEL_FLOAT_UNARY(rsqrt, RsqrtOp, C(1) / std::sqrt(x), a.rsqrt(), -0.5 * out * out * out)
+REEL_FLOAT_UNARY(sqrt, SqrtOp, std::sqrt(x), detail::vec_sqrt<C>(a), 0.5 / out)
+REEL_FLOAT_UNARY(rsqrt, RsqrtOp, C(1) / std::sqrt(x), detail::vec_sqrt<C>(a).inverse(), -0.5 * out * out * out)
 REEL_FLOAT_UNARY(sin, SinOp, std::sin(x), a.sin(), cos(x))
 REEL_FLOAT_UNARY(cos, CosOp, std::cos(x), a.cos(), -sin(x))
 REEL_FLOAT_UNARY(tan, TanOp, std::tan(x), a.tan(), 1 + square(out))

@@ -72,7 +72,7 @@ template <class T> using scalar_arg_t = std::conditional_t<is_complex_v<T>, T, d
 // ---- the few functions a body needs, for Eigen arrays (fast path) and reel expressions
 template <class D> void eigen_array_probe(const Eigen::ArrayBase<D>&);  // (declared only)
 template <class X> concept EigenArray = requires(const X& x) { eigen_array_probe(x); };  // (blocks too)
-template <EigenArray X> auto sqrt(const X& x) { return x.sqrt(); }
+template <EigenArray X> auto sqrt(const X& x) { return reel::detail::vec_sqrt<typename X::Scalar>(x); }  // (exact, vectorized)
 template <EigenArray X> auto exp(const X& x) { return x.exp(); }
 template <EigenArray X> auto abs(const X& x) { return x.abs(); }
 template <EigenArray X> auto reciprocal(const X& x) { return x.inverse(); }
