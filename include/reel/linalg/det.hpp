@@ -1,6 +1,7 @@
 #pragma once
 // det, log|det| and inv kernels, with the adjugate (through the SVD) for singular matrices.
 #include "../core/config.hpp"
+#include <mutex>
 #include <Eigen/SVD>
 
 #include "lu.hpp"
@@ -112,12 +113,16 @@ Tensor<T, D> inv3(const Tensor<T, D>& A, const char* fn, std::shared_ptr<LuBatch
 // against 0.87 ms at n = 256 on a Xeon: Eigen's kernels for the transposed factors).
 template <class T, class D>
 struct SharedInverse {
+  struct Cache {
+    std::once_flag once;  // (backward passes of one graph may run on several threads)
+    Tensor<T, D> value;
+  };
   std::shared_ptr<LuBatch<T>> f;
   int64_t nb;
-  std::shared_ptr<Tensor<T, D>> value = std::make_shared<Tensor<T, D>>();
+  std::shared_ptr<Cache> cache = std::make_shared<Cache>();
   const Tensor<T, D>& adjoint() const {
-    if (!value->defined()) *value = lu_inverse<T, D>(*f, nb, true);
-    return *value;
+    std::call_once(cache->once, [this] { cache->value = lu_inverse<T, D>(*f, nb, true); });
+    return cache->value;
   }
   // for inv3: A^-1 (a tensor of its own, which inv3's recording gives a history) unless a
   // matrix is exactly singular (the recorded solve raises then)
