@@ -276,7 +276,9 @@ void gather_short_rows(unsigned char* d, const unsigned char* s, int64_t si, int
     }
 #endif
     for (; b + pb <= total; b += pb) std::memcpy(d + b, pat, pb);
-    std::memcpy(d + b, pat, total - b);
+    // the rest element by element (constant-size copies: a libc memmove call per plane cost
+    // a third of a [38, 38, 3] broadcast op in this VM's slow phases)
+    for (size_t q = 0; b + q < total; q += sizeof(W)) std::memcpy(d + b + q, pat + q, sizeof(W));
     return;
   }
   for (int64_t r = 0; r < rows; ++r)
