@@ -75,7 +75,7 @@ struct EigenAdamOps {
     reel::detail::fe::lerp([&](const auto& r) { m = r; }, m, e, w);
   }
   template <class A, class B> static auto maximum(const A& a, const B& b) { return reel::detail::fe::maximum(a, b); }
-  template <class A> static auto sqrt(const A& a) { return reel::detail::vec_sqrt<typename A::Scalar>(a); }
+  template <class A> static auto sqrt(const A& a) { return reel::detail::fe::sqrt(a); }
 };
 
 // The same update as adam_update's foreach sequence (same operations in the same order on
