@@ -19,7 +19,7 @@ set(pch_inc "")
 if(PCH)
   set(pch_inc -I${PCH})
 endif()
-execute_process(COMMAND ${CXX} -std=c++20 -fsyntax-only ${pch_inc} -I${INC} -I${EIGEN} ${OUT}
+execute_process(COMMAND ${CXX} -std=c++20 -DREEL_COMPILED_LIB -fsyntax-only ${pch_inc} -I${INC} -I${EIGEN} ${OUT}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc EQUAL 0)
   message(FATAL_ERROR "expected a compile error for: ${EXPR}")
