@@ -12,6 +12,10 @@
 namespace rt {
 using namespace reel;
 
+// Defined in test_autograd_module2.cu (a translation unit of its own: the -rdc test).
+template <class D>
+Tensor<double, D> second_file_expr(const Tensor<double, D>& x);
+
 inline Generator& gen() {
   static Generator g(20261130);
   return g;

@@ -164,17 +164,12 @@ TEST_CASE("cuda autograd: embedding (a gather) and its scatter-add backward matc
   CHECK_CLOSE_T(gw, cw, 1e-6, 1e-5);
 }
 
-namespace rt {
-template <class D>
-Tensor<double, D> second_file_expr(const Tensor<double, D>& x);  // test_autograd_module2.cu
-}
-
 TEST_CASE("cuda autograd: ops compiled in two .cu files differentiate in one graph kernel (-rdc)") {
   REQUIRE_GPU();
   auto x0 = host_randn<double>({257});
   auto run = [&]<class D>(D) {
     auto x = leaf<double, D>(x0);
-    Tensor<double, D> y = second_file_expr(x);  // recorded by the other file's code
+    Tensor<double, D> y = rt::second_file_expr(x);  // recorded by the other file's code (declared in common.cuh)
     Tensor<double, D> z = sum(Tensor<double, D>(sin(y) * x));
     auto g = autograd::grad({z}, {x}, {}, {.create_graph = true})[0];
     auto gg = autograd::grad({sum(Tensor<double, D>(g * g))}, {x})[0];  // the other file's ops, differentiated again
