@@ -15,7 +15,7 @@
 //                        N = 7168, K = 16384 vs reel's bf16 matmul of the same shape.
 // Timing: cudaEvents around each run, warm-up first, median of several runs. Peak memory:
 // reel::gpu::max_memory_allocated over each path (inputs included), reset in between.
-// Runs in well under a minute on an H200. Usage: bench_matmul_lce [--quick] (smaller sizes).
+// Runs in well under a minute on an H200. Usage: reel_cuda_bench matmul_lce [--quick] (smaller sizes).
 #include <cublasLt.h>
 
 #include <algorithm>

@@ -31,7 +31,9 @@ MAX_CARRY_MB=48  # of the 64 MiB a GPU run may carry, leaving room for the work 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME=$(cd "$(dirname "$NVCC")/.." 2>/dev/null && pwd)
 export LD_LIBRARY_PATH="$CUDA_HOME/lib64:$CUDA_HOME/lib:$CUDA_HOME/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-BINARIES=(reel_cuda_tests bench_elementwise bench_matmul_lce bench_adamw)
+BINARIES=(reel_cuda_tests reel_cuda_bench)
+# the benchmarks in reel_cuda_bench (tests/cuda/bench_<name>.cu), run as `reel_cuda_bench <name>`
+BENCHES=(elementwise matmul_lce adamw)
 # reel::distributed on NCCL: built where NCCL is found, carried and run apart from the others
 # (it needs libnccl.so.2 where it runs: the CUDA toolkit's, or pip's nvidia-nccl package)
 NCCL_BINARY=reel_nccl_tests
@@ -144,12 +146,22 @@ nccl_reports_no_device() {
 }
 
 # CI: compile and link every CUDA target, host code at -O0.
+# Every benchmark in reel_cuda_bench is there and, without a GPU, says so.
+benches_report_no_device() {
+  local b out
+  for b in "${BENCHES[@]}"; do
+    out=$("$1/reel_cuda_bench" "$b" 2>&1)
+    echo "$out" | grep -q "no CUDA device" || { echo "reel_cuda_bench $b: $out"; return 1; }
+  done
+  echo "the benchmark binary starts; ${#BENCHES[@]} benchmarks reported no CUDA device"
+}
+
 ci_build() {
   local start=$SECONDS dir=$ROOT/build/cuda-ci
   configure "$dir" -DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" || return 1
   cmake --build "$dir" -j"$(nproc)" || return 1
   echo "ci: every CUDA target built in $((SECONDS - start)) s (host code at -O0)"
-  binaries_start "$dir" && tests_report_no_device "$dir" && nccl_reports_no_device "$dir"
+  binaries_start "$dir" && tests_report_no_device "$dir" && benches_report_no_device "$dir" && nccl_reports_no_device "$dir"
 }
 
 dry_run() {
@@ -161,6 +173,7 @@ dry_run() {
   binaries_start || status=1
   echo -n "dry run: "
   tests_report_no_device "$CARRY/bin" || status=1
+  benches_report_no_device "$CARRY/bin" || status=1
   nccl_reports_no_device "$CARRY/bin" || status=1
   # The fallback build configures against the carried headers alone.
   configure "$ROOT/build/cuda-dry-run" -DREEL_CARRIED_HEADERS="$CARRY/include" \
@@ -214,8 +227,8 @@ on_gpu() {
   local nccl_status=0
   run_nccl "$bin" "$logs" || nccl_status=$?
   : >"$logs/bench.txt"
-  for b in "${BINARIES[@]:1}"; do
-    timeout 90 "$bin/$b" >>"$logs/bench.txt" 2>&1 || echo "$b exited with $?" >>"$logs/bench.txt"
+  for b in "${BENCHES[@]}"; do
+    timeout 90 "$bin/reel_cuda_bench" "$b" >>"$logs/bench.txt" 2>&1 || echo "bench_$b exited with $?" >>"$logs/bench.txt"
   done
 
   {
