@@ -22,3 +22,14 @@ function(reel_bundle_source var strip ns)
   set(${var}_INCLUDES "${includes}" PARENT_SCOPE)
   set(${var}_BODY "${body}" PARENT_SCOPE)
 endfunction()
+
+# reel_bundle_spec(<spec> <name var> <members var>): a bundle written "name:a,b,c" split into
+# its name and the list of its members.
+function(reel_bundle_spec spec name_var members_var)
+  string(REPLACE ":" ";" parts "${spec}")
+  string(REPLACE "," ";" parts "${parts}")
+  list(GET parts 0 bname)
+  list(REMOVE_AT parts 0)
+  set(${name_var} ${bname} PARENT_SCOPE)
+  set(${members_var} ${parts} PARENT_SCOPE)
+endfunction()
