@@ -145,7 +145,6 @@ nccl_reports_no_device() {
   echo "the NCCL test binary starts; $(echo "$out" | grep -c "no CUDA device: skipped") cases reported no CUDA device"
 }
 
-# CI: compile and link every CUDA target, host code at -O0.
 # Every benchmark in reel_cuda_bench is there and, without a GPU, says so.
 benches_report_no_device() {
   local b out
@@ -156,6 +155,7 @@ benches_report_no_device() {
   echo "the benchmark binary starts; ${#BENCHES[@]} benchmarks reported no CUDA device"
 }
 
+# CI: compile and link every CUDA target, host code at -O0.
 ci_build() {
   local start=$SECONDS dir=$ROOT/build/cuda-ci
   configure "$dir" -DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" || return 1
