@@ -185,6 +185,31 @@ TEST_CASE("short inner dims, broadcasts and permuted outputs: every loop order g
             return double(i * c + k) - double(k * 10 + j) * 2.0;
           }));
   }
+  // a broadcast row read as fixed-length runs of its repeated pattern: float and double
+  // results, mixed element sizes, every row length dividing the run, more planes than are
+  // gathered ahead at once (42), a row broadcast along both dims; and an in-place update
+  // whose output is an operand (which must not take the overlapping last run)
+  for (int64_t n : {10, 17, 50})
+    for (int64_t c : {1, 2, 3, 4, 6}) {
+      auto I = arange<int32_t>(0, n * c).reshape({n, c});
+      Tensor<float> F = arange<float>(0, n * c).reshape({n, c}) * 0.25f;
+      auto D = arange<double>(0, n * c).reshape({n, c});
+      Tensor<double> m = (I.unsqueeze(1) + F.unsqueeze(0)) * D.unsqueeze(1) - 0.5;
+      CHECK(m.to_vector() == grid3(n, n, c, [&](int64_t i, int64_t j, int64_t k) {
+              return double(float(i * c + k) + float(j * c + k) * 0.25f) * double(i * c + k) - 0.5;
+            }));
+      Tensor<float> f = F.unsqueeze(0) * 2.0f - F.unsqueeze(1);
+      auto fv = f.to_vector();
+      CHECK(std::vector<double>(fv.begin(), fv.end()) == grid3(n, n, c, [&](int64_t i, int64_t j, int64_t k) {
+              return double(float(j * c + k) * 0.5f - float(i * c + k) * 0.25f);
+            }));
+      Tensor<double> row = D.slice(0, 0, 1).unsqueeze(0);  // [1, 1, c]: the same row everywhere
+      Tensor<double> g = D.unsqueeze(1) - D.unsqueeze(0) + row;
+      CHECK(g.to_vector() == grid3(n, n, c, [&](int64_t i, int64_t j, int64_t k) { return double(i * c - j * c + k); }));
+      Tensor<double> h = zeros<double>({n, n, c}) + D.unsqueeze(0);
+      h.add_(D.unsqueeze(1));
+      CHECK(h.to_vector() == grid3(n, n, c, [&](int64_t i, int64_t j, int64_t k) { return double(j * c + k + i * c + k); }));
+    }
   // long rows whose operands are strided (a transposed view) or broadcast (stride 0) along
   // them (no vectorized row: the element loop), operands of mixed element sizes
   for (int64_t n : {16, 37, 512, 600}) {

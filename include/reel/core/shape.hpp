@@ -32,7 +32,14 @@ class Shape {
   Shape(It first, It last) {
     for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
   }
-  Shape(const Shape& o) { assign(o.begin(), o.end()); }
+  Shape(const Shape& o) {
+    if (o.heap_) {
+      assign(o.begin(), o.end());
+    } else {
+      std::memcpy(inline_, o.inline_, sizeof inline_);
+      size_ = o.size_;
+    }
+  }
   Shape(Shape&& o) noexcept { steal(o); }
   Shape& operator=(const Shape& o) {
     if (this != &o) {
@@ -120,17 +127,17 @@ class Shape {
       cap_ = o.cap_;
       o.heap_ = nullptr;
     } else {
-      std::memcpy(inline_, o.inline_, sizeof(int64_t) * size_);
+      std::memcpy(inline_, o.inline_, sizeof inline_);  // (a constant size: two vector moves, no call)
     }
     o.size_ = 0;
   }
   void release() {
-    delete[] heap_;
+    if (heap_) delete[] heap_;
     heap_ = nullptr;
     cap_ = 0;
   }
 
-  int64_t inline_[kInline] = {};
+  int64_t inline_[kInline];  // only the first size_ are set (no zero fill: a Shape is made for every view and op)
   int64_t* heap_ = nullptr;
   int64_t size_ = 0;
   int64_t cap_ = 0;

@@ -240,6 +240,7 @@ class Tensor {
     return r;
   }
   Tensor reshaped(detail::Geometry g) const {
+    if (!impl().autograd) return with(std::move(g));
     Shape s = g.sizes;
     return view_of(std::move(g), {detail::ViewSpec::Reshape, 0, 0, 0, 0, std::move(s)});
   }

@@ -16,6 +16,7 @@ struct AutogradMetaBase {
 // Untyped so that Tensor<T, D> and AnyTensor share one representation: converting between
 // them is a checked re-wrap, never a copy.
 struct TensorImpl {
+  TensorImpl() {}  // (user-provided: make_pooled's value-initialization then does not zero the whole object first)
   std::shared_ptr<Storage> storage;
   Shape sizes, strides;
   int64_t offset = 0;  // in elements

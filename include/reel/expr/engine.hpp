@@ -24,6 +24,7 @@
 #endif
 
 #include "expr.hpp"
+#include "gather.hpp"
 
 namespace reel::inline REEL_ABI {
 namespace detail {
@@ -241,72 +242,6 @@ REEL_INLINE bool flat_run(const Operands& ops, int64_t n, int64_t* inner, bool& 
 // tile by tile instead of materializing it).
 REEL_INLINE void run_rows_tiled(const Operands& ops, void* self, RowFn row_fn, int64_t tile, RangeFn done);
 
-constexpr size_t gcd_of(size_t a, size_t b) { return b == 0 ? a : gcd_of(b, a % b); }
-
-// Short rows (xyz) gathered into a dense tile: the row length fixed, so the loop unrolls.
-template <class W, int N>
-void gather_short_rows(unsigned char* d, const unsigned char* s, int64_t si, int64_t sob, int64_t rows) {
-  if (sob == 0) {  // one row repeated (a broadcast): a pattern of whole 32-byte vectors
-    // (std::lcm is not a constant expression to nvcc's front end)
-    constexpr size_t row = N * sizeof(W), pb = row / gcd_of(row, 32) * 32;
-    unsigned char pat[pb];
-    for (size_t r = 0; r < pb / row; ++r)
-      for (int i = 0; i < N; ++i) std::memcpy(pat + r * row + i * sizeof(W), s + i * si * sizeof(W), sizeof(W));
-    const size_t total = static_cast<size_t>(rows) * row;
-    size_t b = 0;
-#if defined(__GNUC__)  // GCC and Clang: the pattern held in vector registers, stored 32 bytes at a time
-    typedef unsigned char V __attribute__((vector_size(32), aligned(1), may_alias));
-    if constexpr (pb == 32) {
-      const V v0 = *reinterpret_cast<const V*>(pat);
-      for (; b + pb <= total; b += pb) *reinterpret_cast<V*>(d + b) = v0;
-    } else if constexpr (pb == 64) {
-      const V v0 = *reinterpret_cast<const V*>(pat), v1 = *reinterpret_cast<const V*>(pat + 32);
-      for (; b + pb <= total; b += pb) {
-        *reinterpret_cast<V*>(d + b) = v0;
-        *reinterpret_cast<V*>(d + b + 32) = v1;
-      }
-    } else if constexpr (pb == 96) {
-      const V v0 = *reinterpret_cast<const V*>(pat), v1 = *reinterpret_cast<const V*>(pat + 32),
-              v2 = *reinterpret_cast<const V*>(pat + 64);
-      for (; b + pb <= total; b += pb) {
-        *reinterpret_cast<V*>(d + b) = v0;
-        *reinterpret_cast<V*>(d + b + 32) = v1;
-        *reinterpret_cast<V*>(d + b + 64) = v2;
-      }
-    }
-#endif
-    for (; b + pb <= total; b += pb) std::memcpy(d + b, pat, pb);
-    // the rest element by element (constant-size copies: a libc memmove call per plane cost
-    // a third of a [38, 38, 3] broadcast op in this VM's slow phases)
-    for (size_t q = 0; b + q < total; q += sizeof(W)) std::memcpy(d + b + q, pat + q, sizeof(W));
-    return;
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int i = 0; i < N; ++i)
-      std::memcpy(d + (r * N + i) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
-}
-template <class W>  // W: an element's bytes (memcpy of a constant size: one load, one store)
-void copy2d_as(unsigned char* d, int64_t di, int64_t dob, const unsigned char* s, int64_t si, int64_t sob, int64_t n,
-               int64_t rows) {
-  if (di == 1 && dob == n) {
-    switch (n) {
-      case 2: return gather_short_rows<W, 2>(d, s, si, sob, rows);
-      case 3: return gather_short_rows<W, 3>(d, s, si, sob, rows);
-      case 4: return gather_short_rows<W, 4>(d, s, si, sob, rows);
-      default: break;
-    }
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(d + (r * dob + i * di) * sizeof(W), s + (r * sob + i * si) * sizeof(W), sizeof(W));
-}
-struct Bytes16 {
-  unsigned char b[16];
-};
-// rows x n elements of `size` bytes, element (r, i) at r * outer + i * inner (in elements).
-REEL_INLINE void copy2d(void* dst, int64_t di, int64_t dob, const void* src, int64_t si, int64_t sob, int64_t n, int64_t rows,
-                   int size);
-
 // Bytes of each tensor leaf's elements, operand order (index 0: the output's).
 template <class E> struct LeafBytes {
   static constexpr void into(int*, int&) {}
@@ -399,16 +334,60 @@ void eval_row_block(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool
           base[k] = dense[k] ? c.base[k] : scratch + (k - 1) * kFlatBlock * 16;
         }
         const RowCtx fc{base, zoff, one, one};
-        for (int64_t p = 0; p < c.planes; ++p) {
+        // A row repeated along the block (broadcast: outer 0) is gathered as a pattern of
+        // kPatternRun elements only, read by runs of that fixed length: stored once per plane
+        // instead of once per output element (the pattern's stores waited behind the output's
+        // in the store buffer: a [38, 38, 3] pair difference took 1.4x its contiguous op).
+        // The patterns of kPlanesAhead planes are gathered at once.
+        constexpr int64_t kPlanesAhead = kFlatBlock * 16 / (kPatternRun * 8);
+        bool rep[N];
+        constexpr bool can_run =
+            std::is_floating_point_v<R> && runs_vectorize<R, decltype(cast_eigen<R>(eval_eigen<1>(ex, fc, m)))>;
+        bool runs = can_run && kPatternRun % cnt == 0 && m >= 2 * kPatternRun, any_rep = false;
+        for (int k = 0; k < N; ++k) {
+          rep[k] = !dense[k] && c.outer[k] == 0;
+          any_rep |= rep[k];
+          runs &= !rep[k] || bytes[k] == 4 || bytes[k] == 8;
+        }
+        runs &= any_rep;
+        for (int k = 1; k < N; ++k) runs &= c.base[k] != c.base[0];
+        for (int64_t p = 0, ahead = 0; p < c.planes; ++p, ahead = ahead + 1 == kPlanesAhead ? 0 : ahead + 1) {
           for (int k = 0; k < N; ++k) {
-            zoff[k] = dense[k] ? off[k] : 0;
-            if (!dense[k] && (p == 0 || c.outer2[k] != 0))
-              copy2d(scratch + (k - 1) * kFlatBlock * 16, 1, cnt,
-                     static_cast<const unsigned char*>(c.base[k]) + off[k] * bytes[k], inner[k], c.outer[k],
-                     cnt, rows, bytes[k]);
-            off[k] += c.outer2[k];
+            if (dense[k]) continue;
+            unsigned char* d = scratch + (k - 1) * kFlatBlock * 16;
+            const unsigned char* src = static_cast<const unsigned char*>(c.base[k]) + off[k] * bytes[k];
+            if (runs && rep[k]) {
+              if (c.outer2[k] == 0 ? p == 0 : ahead == 0)
+                fill_patterns(d, src, inner[k], c.outer2[k], cnt, std::min(kPlanesAhead, c.planes - p), bytes[k]);
+            } else if (p == 0 || c.outer2[k] != 0) {
+              copy2d(d, 1, cnt, src, inner[k], c.outer[k], cnt, rows, bytes[k]);
+            }
           }
-          Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>>(o + zoff[0], m) = cast_eigen<R>(eval_eigen<1>(ex, fc, m));
+          bool done = false;
+          if constexpr (can_run) {
+            if (runs) {
+              // the last run ends at the block's end, overlapping the one before it (so runs is
+              // false where the output is also an operand: an in-place op)
+              int64_t step[N];
+              for (int k = 0; k < N; ++k) {
+                zoff[k] = dense[k] ? off[k] : rep[k] && c.outer2[k] != 0 ? ahead * kPatternRun : 0;
+                step[k] = rep[k] ? 0 : 1;
+              }
+              for (int64_t i = 0;;) {
+                eval_run(o + zoff[0], cast_eigen<R>(eval_eigen<1>(ex, fc, kPatternRun)));
+                if (i + kPatternRun == m) break;
+                const int64_t adv = std::min<int64_t>(kPatternRun, m - kPatternRun - i);
+                for (int k = 0; k < N; ++k) zoff[k] += step[k] ? adv : 0;
+                i += adv;
+              }
+              done = true;
+            }
+          }
+          if (!done) {
+            for (int k = 0; k < N; ++k) zoff[k] = dense[k] ? off[k] : 0;
+            Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>>(o + zoff[0], m) = cast_eigen<R>(eval_eigen<1>(ex, fc, m));
+          }
+          for (int k = 0; k < N; ++k) off[k] += c.outer2[k];
         }
         return;
       }
