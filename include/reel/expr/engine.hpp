@@ -342,7 +342,7 @@ void eval_row_block(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool
         constexpr int64_t kPlanesAhead = kFlatBlock * 16 / (kPatternRun * 8);
         bool rep[N];
         constexpr bool can_run =
-            std::is_floating_point_v<R> && runs_vectorize<R, decltype(cast_eigen<R>(eval_eigen<1>(ex, fc, m)))>;
+            std::is_floating_point_v<R> && runs_vectorize<decltype(cast_eigen<R>(eval_eigen<1>(ex, fc, m)))>;
         bool runs = can_run && kPatternRun % cnt == 0 && m >= 2 * kPatternRun, any_rep = false;
         for (int k = 0; k < N; ++k) {
           rep[k] = !dense[k] && c.outer[k] == 0;

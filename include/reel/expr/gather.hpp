@@ -24,7 +24,7 @@ inline constexpr int kPatternRun = 24;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"
 #endif
-template <class R, class X>
+template <class X>
 inline constexpr bool runs_vectorize = (Eigen::internal::evaluator<X>::Flags & Eigen::PacketAccessBit) != 0;
 template <class R, class X>
 void eval_run(R* o, const X& x) {
