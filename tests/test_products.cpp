@@ -178,7 +178,8 @@ TEST_CASE_TEMPLATE("the blocked kernel overwrites or accumulates into C, whateve
   using R = real_t<T>;
   const double tol = std::is_same_v<R, float> ? 2e-5 : 1e-12;
   Generator g(13);
-  for (auto size : {std::array<int64_t, 3>{37, 45, 301}, {130, 1500, 97}, {250, 64, 200}}) {
+  // ({64, 1024, 64}, {130, 1500, 97}: deep for their C, split by depth with the BLAS)
+  for (auto size : {std::array<int64_t, 3>{37, 45, 301}, {130, 1500, 97}, {250, 64, 200}, {64, 1024, 64}}) {
     const int64_t m = size[0], k = size[1], n = size[2];
     auto a = randn<T>({m, k}, g), b = randn<T>({k, n}, g), c0 = randn<T>({m, n}, g);
     const auto av = a.to_vector(), bv = b.to_vector(), cv = c0.to_vector();
@@ -206,21 +207,28 @@ TEST_CASE_TEMPLATE("the blocked kernel overwrites or accumulates into C, whateve
       CAPTURE(k);
       CAPTURE(n);
       CAPTURE(variant);
-      std::vector<T> c = accumulate ? cv : std::vector<T>(m * n, T(std::numeric_limits<R>::quiet_NaN()));
+      // C with a leading dimension past its rows (ldc = n + 3): the 3 extra columns hold 7s
+      const int64_t ldc = n + 3;
+      std::vector<T> c(m * ldc, T(7));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? cv[i * n + j] : T(std::numeric_limits<R>::quiet_NaN());
       const T* pa = ta ? at.data() : av.data();
       const T* pb = tb ? bt.data() : bv.data();
       const int64_t lda = ta ? m : k, ldb = tb ? k : n;
       if (ta && tb)
-        detail::gemm_ex<T, true, true>(m, n, k, pa, lda, pb, ldb, c.data(), n, accumulate);
+        detail::gemm_ex<T, true, true>(m, n, k, pa, lda, pb, ldb, c.data(), ldc, accumulate);
       else if (ta)
-        detail::gemm_ex<T, true, false>(m, n, k, pa, lda, pb, ldb, c.data(), n, accumulate);
+        detail::gemm_ex<T, true, false>(m, n, k, pa, lda, pb, ldb, c.data(), ldc, accumulate);
       else if (tb)
-        detail::gemm_ex<T, false, true>(m, n, k, pa, lda, pb, ldb, c.data(), n, accumulate);
+        detail::gemm_ex<T, false, true>(m, n, k, pa, lda, pb, ldb, c.data(), ldc, accumulate);
       else
-        detail::gemm_ex<T, false, false>(m, n, k, pa, lda, pb, ldb, c.data(), n, accumulate);
+        detail::gemm_ex<T, false, false>(m, n, k, pa, lda, pb, ldb, c.data(), ldc, accumulate);
       const double bound = tol * scale * std::sqrt(double(k));
       int64_t off = 0;  // (a NaN left in C counts: no comparison with it holds)
-      for (int64_t i = 0; i < m * n; ++i) off += !(std::abs(c[i] - want[i] - (accumulate ? cv[i] : T(0))) <= bound);
+      for (int64_t i = 0; i < m * n; ++i)
+        off += !(std::abs(c[i / n * ldc + i % n] - want[i] - (accumulate ? cv[i] : T(0))) <= bound);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = n; j < ldc; ++j) off += c[i * ldc + j] != T(7);
       CHECK(off == 0);
     }
   }

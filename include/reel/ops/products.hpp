@@ -36,8 +36,10 @@ inline bool fallback_core(const char* name, bool cpu_has_avx2) {
   return false;
 }
 }  // namespace reel::detail::blas
-// OpenBLAS's own query (weak: absent from other BLAS libraries).
+// OpenBLAS's own queries (weak: absent from other BLAS libraries); openblas_get_parallel:
+// 0 sequential, 1 pthreads, 2 OpenMP.
 extern "C" char* openblas_get_corename(void) __attribute__((weak));
+extern "C" int openblas_get_parallel(void) __attribute__((weak));
 #endif
 
 namespace reel::inline REEL_ABI {
@@ -74,14 +76,32 @@ inline bool blas_preferred() {
   return true;
 #endif
 }
+// Whether the BLAS may be called from inside one of reel's parallel regions, each thread on
+// its own block: OpenBLAS built sequential or on OpenMP (it then runs the call on the calling
+// thread). Not OpenBLAS on pthreads or BLIS, whose own threads would nest in reel's.
+inline bool blas_in_regions() {
+  static const bool ok = openblas_get_parallel && openblas_get_parallel() != 1;
+  return ok;
+}
+// Whether blas_gemm takes this product: float or double, sizes within int, a BLAS with fast
+// kernels, and outside reel's parallel regions unless blas_in_regions().
 template <class T>
-bool blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb,
-               T* C, int64_t ldc, bool accumulate) {
+bool blas_takes(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (std::max({m, n, k, lda, ldb, ldc}) > INT_MAX || !blas_preferred()) return false;
 #ifdef _OPENMP
-    if (omp_in_parallel()) return false;
+    if (omp_in_parallel() && !blas_in_regions()) return false;
 #endif
+    return true;
+  } else {
+    return false;
+  }
+}
+// C = op(A) op(B), or C += op(A) op(B), by the BLAS's sgemm / dgemm (where blas_takes).
+template <class T>
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb,
+               T* C, int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     auto call = [&](auto f) {
       f(blas::kRowMajor, ta ? blas::kTrans : blas::kNoTrans, tb ? blas::kTrans : blas::kNoTrans, int(m), int(n), int(k),
         T(1), A, int(lda), B, int(ldb), T(accumulate ? 1 : 0), C, int(ldc));
@@ -90,11 +110,13 @@ bool blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, in
       call(&blas::sgemm);
     else
       call(&blas::dgemm);
-    return true;
-  } else {
-    return false;
   }
 }
+// Products up to this many multiply-adds are split between reel's threads, one BLAS call on
+// each block, where blas_in_regions(); larger ones are threaded by the BLAS itself. OpenBLAS
+// splits a small product such as an MLP layer's [1024, 64] x [64, 64] poorly: 67-110 us on
+// two threads where two halves of one thread each take 60-68 us together (AMD EPYC VM).
+inline constexpr int64_t kBlasSplitMax = int64_t(1) << 24;
 #endif
 
 template <class T, class D>
@@ -104,13 +126,13 @@ void check_matmul_types() {
 }
 
 // Scratch memory for n T's from the caching allocator (not counted as tensor memory), or none
-// (data null) where Eigen's stack allocation takes it.
+// (data null) up to stack_limit bytes, which Eigen's stack allocation takes.
 template <class T>
 struct ScratchBuffer {
   T* data = nullptr;
   std::size_t bytes;
-  explicit ScratchBuffer(std::size_t n) : bytes(n * sizeof(T)) {
-    if (bytes > EIGEN_STACK_ALLOCATION_LIMIT) data = static_cast<T*>(CachingHostAllocator::instance().allocate(bytes, false));
+  explicit ScratchBuffer(std::size_t n, std::size_t stack_limit = EIGEN_STACK_ALLOCATION_LIMIT) : bytes(n * sizeof(T)) {
+    if (bytes > stack_limit) data = static_cast<T*>(CachingHostAllocator::instance().allocate(bytes, false));
   }
   ~ScratchBuffer() {
     if (data) CachingHostAllocator::instance().deallocate(data, bytes, false);
@@ -178,16 +200,24 @@ void gemm_block(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const 
 
 // C[m, n] (+)= op(A) op(B), C row-major; op(A) = A[m, k] row-major, or A stored as [k, m]
 // row-major when TA (a transposed operand is read in place, never copied); likewise B.
-// Calls Eigen's GEMM kernel directly (gemm_block): the dispatch in front of it (lazy and
-// matrix-vector products) costs a second per translation unit to compile and is not needed
-// here. Small products use a plain loop; large ones split C between threads (by rows, or by
-// columns).
+// Small products use a plain loop. Large float / double ones go to the BLAS where the build
+// has one (REEL_WITH_BLAS), which threads them; the others, and those up to kBlasSplitMax
+// multiply-adds where the BLAS may run inside reel's threads, are split between reel's
+// threads, each block of C by the BLAS or else by Eigen's GEMM kernel called directly
+// (gemm_block: the dispatch in front of it, lazy and matrix-vector products, costs a second
+// per translation unit to compile and is not needed here).
 template <class T, bool TA = false, bool TB = false>
 void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
              bool accumulate) {
   const bool small = m * n * k <= 32 * 32 * 32;
 #ifdef REEL_WITH_BLAS
-  if (!small && blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, accumulate)) return;  // else Eigen's kernel
+  const bool blas = !small && blas_takes<T>(m, n, k, lda, ldb, ldc);
+  if (blas && !(m * n * k <= kBlasSplitMax && blas_in_regions())) {
+    blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, accumulate);
+    return;
+  }
+#else
+  constexpr bool blas = false;
 #endif
   if ((small || k == 0) && !accumulate)
     for (int64_t i = 0; i < m; ++i) std::fill_n(C + i * ldc, n, T(0));
@@ -201,20 +231,47 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
       }
     return;
   }
-  // C's block [r0, r1) x [c0, c1)
-  auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    gemm_block<T, TA, TB>(r1 - r0, c1 - c0, k, A + (TA ? r0 : r0 * lda), lda, B + (TB ? c0 * ldb : c0), ldb,
-                          C + r0 * ldc + c0, ldc, accumulate);
+  // the block [r0, r1) x [c0, c1) of C, over the depth [p0, p1), into Cb (leading dim ldcb)
+  auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t p0, int64_t p1, T* Cb, int64_t ldcb,
+                   bool acc) {
+    const T* Ab = A + (TA ? p0 * lda + r0 : r0 * lda + p0);
+    const T* Bb = B + (TB ? c0 * ldb + p0 : p0 * ldb + c0);
+#ifdef REEL_WITH_BLAS
+    if (blas) return blas_gemm(TA, TB, r1 - r0, c1 - c0, p1 - p0, Ab, lda, Bb, ldb, Cb, ldcb, acc);
+#endif
+    gemm_block<T, TA, TB>(r1 - r0, c1 - c0, p1 - p0, Ab, lda, Bb, ldb, Cb, ldcb, acc);
   };
-  // Threads take rows of C, enough each to keep the kernel's panels full (256 of a 64-wide
-  // product); a C of few rows and many columns (a weight gradient G^T X: [64, 64] over 1024
-  // points) is split by columns instead.
-  const int64_t row_grain = std::max<int64_t>(64, (int64_t(1) << 20) / std::max<int64_t>(n * k, 1));
-  const int64_t col_grain = std::max<int64_t>(16, (int64_t(1) << 20) / std::max<int64_t>(m * k, 1));
-  if (m < 2 * row_grain && n >= 2 * col_grain)
-    parallel_range(n, [&](int64_t c0, int64_t c1) { block(0, m, c0, c1); }, col_grain);
-  else
-    parallel_range(m, [&](int64_t r0, int64_t r1) { block(r0, r1, 0, n); }, row_grain);
+  // Threads take rows of C, enough each to keep Eigen's kernel's panels full (256 of a
+  // 64-wide product); a C of few rows and many columns is split by columns instead. With
+  // the BLAS, every thread takes a block (16 rows or columns fill its kernel's panels): a
+  // product the BLAS threads itself right after ones it ran inside reel's threads pays
+  // 80 us or more for the switch. A product deep for its C (a weight gradient G^T X:
+  // [64, 64] over 1024 points) is split by depth: each thread takes a share of the 1024
+  // points into its own partial C, the partials are added at the end, and each thread reads
+  // half the operands instead of all of one (60 us where splitting by rows takes 66).
+  const int64_t row_grain = blas ? 16 : std::max<int64_t>(64, (int64_t(1) << 20) / std::max<int64_t>(n * k, 1));
+  const int64_t col_grain = blas ? 16 : std::max<int64_t>(16, (int64_t(1) << 20) / std::max<int64_t>(m * k, 1));
+  const bool by_columns = blas ? n > m : m < 2 * row_grain && n >= 2 * col_grain;
+  const int64_t depth_grain = std::max<int64_t>(256, 2 * std::max(m, n));
+  const int64_t parts = blas ? std::min<int64_t>(num_threads_for(m * n * k), k / depth_grain) : 1;
+  if (parts > 1) {
+    ScratchBuffer<T> partial(std::size_t((parts - 1) * m * n), 0);
+    parallel_range(parts, [&](int64_t s, int64_t e) {
+      for (int64_t t = s; t < e; ++t)
+        block(0, m, 0, n, k * t / parts, k * (t + 1) / parts, t ? partial.data + (t - 1) * m * n : C, t ? n : ldc,
+              t ? false : accumulate);
+    }, 1);
+    for (int64_t t = 1; t < parts; ++t)
+      for (int64_t i = 0; i < m; ++i) {
+        const T* pt = partial.data + ((t - 1) * m + i) * n;
+        for (int64_t j = 0; j < n; ++j) C[i * ldc + j] += pt[j];
+      }
+  } else if (by_columns) {
+    parallel_range(n, [&](int64_t c0, int64_t c1) { block(0, m, c0, c1, 0, k, C + c0, ldc, accumulate); }, col_grain);
+  } else {
+    parallel_range(m, [&](int64_t r0, int64_t r1) { block(r0, r1, 0, n, 0, k, C + r0 * ldc, ldc, accumulate); },
+                   row_grain);
+  }
 }
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
