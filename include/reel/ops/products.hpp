@@ -61,10 +61,7 @@ bool gemm_layout(const Tensor<T, D>& t, bool& trans, int64_t& ld) {
 }
 
 #ifdef REEL_WITH_BLAS
-// C = op(A) op(B), or C += op(A) op(B), by the BLAS's sgemm / dgemm. False (nothing done)
-// where it does not apply: another type, sizes past int, or inside one of reel's parallel
-// regions (a batch of small products: the BLAS threads its own GEMM, threads never nest).
-// Not when OpenBLAS runs fallback kernels (blas::fallback_core) and Eigen's kernel in this
+// Whether the BLAS's GEMM is the faster one here: not when OpenBLAS runs fallback kernels (blas::fallback_core) and Eigen's kernel in this
 // build has AVX2 or better: Eigen is then 3-5x faster. (Setting OPENBLAS_CORETYPE to the
 // CPU's family, SkylakeX or Haswell, before the program starts makes OpenBLAS fast again.)
 inline bool blas_preferred() {
@@ -198,9 +195,85 @@ void gemm_block(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const 
   }
 }
 
+// C (+)= op(A) op(B) for small products and thin ones (a side of 4 or less: the first and
+// last layers of an MLP, [1024, 2] x [2, 64] or [1024, 64] x [64, 1], and their gradients),
+// where GEMM kernels spend their time packing and zeroing (10-66 us for 16K-131K
+// multiply-adds) and a loop of rank-1 updates multiplied a row of one element at a time.
+// Rows of C of 8 or more: each is a sum of rows of op(B) (copied to rows first if B is
+// stored transposed). Shorter rows: each element is a dot product of a row of op(A) with a
+// column of op(B) (copied to a row first), or, A stored transposed, the columns of C are
+// sums of rows of A, 256 rows of C at a time.
+template <class T, bool TA, bool TB>
+void gemm_thin(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
+               bool accumulate) {
+  const bool wide = n >= 8;
+  // op(B) as wide rows need it (Bp[p * ldp + j]) or as short rows need it (Bp[j * ldp + p])
+  const bool in_place = wide ? !TB : TB;
+  ScratchBuffer<T> packed(in_place ? 0 : std::size_t(n * k), 0);
+  const T* Bp = in_place ? B : packed.data;
+  const int64_t ldp = in_place ? ldb : wide ? n : k;
+  if (!in_place)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) packed.data[wide ? p * n + j : j * k + p] = TB ? B[j * ldb + p] : B[p * ldb + j];
+  // the block [i0, i1) x [j0, j1) of C (wide rows), or the rows [i0, i1)
+  auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    if (wide) {
+      for (int64_t i = i0; i < i1; ++i) {
+        T* __restrict c = C + i * ldc;
+        if (!accumulate) std::fill(c + j0, c + j1, T(0));
+        for (int64_t p = 0; p < k; ++p) {
+          const T s = TA ? A[p * lda + i] : A[i * lda + p];
+          const T* __restrict b = Bp + p * ldp;
+          for (int64_t j = j0; j < j1; ++j) c[j] += s * b[j];
+        }
+      }
+    } else if constexpr (TA) {
+      constexpr int64_t kRows = 256;
+      T acc[8][kRows];
+      for (int64_t r0 = i0; r0 < i1; r0 += kRows) {
+        const int64_t h = std::min(kRows, i1 - r0);
+        for (int64_t j = 0; j < n; ++j) std::fill_n(acc[j], h, T(0));
+        for (int64_t p = 0; p < k; ++p) {
+          const T* __restrict a = A + p * lda + r0;
+          for (int64_t j = 0; j < n; ++j) {
+            const T s = Bp[j * ldp + p];
+            T* __restrict cj = acc[j];
+            for (int64_t i = 0; i < h; ++i) cj[i] += s * a[i];
+          }
+        }
+        for (int64_t i = 0; i < h; ++i)
+          for (int64_t j = 0; j < n; ++j) C[(r0 + i) * ldc + j] = (accumulate ? C[(r0 + i) * ldc + j] : T(0)) + acc[j][i];
+      }
+    } else {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          const T* __restrict a = A + i * lda;
+          const T* __restrict b = Bp + j * ldp;
+          T s(0);
+          if constexpr (std::is_arithmetic_v<T>) {
+#ifdef _OPENMP
+#pragma omp simd reduction(+ : s)
+#endif
+            for (int64_t p = 0; p < k; ++p) s += a[p] * b[p];
+          } else {
+            for (int64_t p = 0; p < k; ++p) s += a[p] * b[p];
+          }
+          C[i * ldc + j] = (accumulate ? C[i * ldc + j] : T(0)) + s;
+        }
+    }
+  };
+  // threads take rows, or, few rows of many columns (a [2, 64] weight gradient), columns
+  const int64_t row_grain = std::max<int64_t>(8, (int64_t(1) << 15) / std::max<int64_t>(n * k, 1));
+  if (wide && m < 2 * row_grain)
+    parallel_range(n, [&](int64_t j0, int64_t j1) { block(0, m, j0, j1); },
+                   std::max<int64_t>(8, (int64_t(1) << 15) / std::max<int64_t>(m * k, 1)));
+  else
+    parallel_range(m, [&](int64_t i0, int64_t i1) { block(i0, i1, 0, n); }, row_grain);
+}
+
 // C[m, n] (+)= op(A) op(B), C row-major; op(A) = A[m, k] row-major, or A stored as [k, m]
 // row-major when TA (a transposed operand is read in place, never copied); likewise B.
-// Small products use a plain loop. Large float / double ones go to the BLAS where the build
+// Small and thin products use gemm_thin. Large float / double ones go to the BLAS where the build
 // has one (REEL_WITH_BLAS), which threads them; the others, and those up to kBlasSplitMax
 // multiply-adds where the BLAS may run inside reel's threads, are split between reel's
 // threads, each block of C by the BLAS or else by Eigen's GEMM kernel called directly
@@ -209,9 +282,9 @@ void gemm_block(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const 
 template <class T, bool TA = false, bool TB = false>
 void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
              bool accumulate) {
-  const bool small = m * n * k <= 32 * 32 * 32;
+  const bool thin = m * n * k <= 32 * 32 * 32 || (std::min({m, n, k}) <= 4 && m * n * k <= (int64_t(1) << 21));
 #ifdef REEL_WITH_BLAS
-  const bool blas = !small && blas_takes<T>(m, n, k, lda, ldb, ldc);
+  const bool blas = !thin && blas_takes<T>(m, n, k, lda, ldb, ldc);
   if (blas && !(m * n * k <= kBlasSplitMax && blas_in_regions())) {
     blas_gemm(TA, TB, m, n, k, A, lda, B, ldb, C, ldc, accumulate);
     return;
@@ -219,18 +292,8 @@ void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* 
 #else
   constexpr bool blas = false;
 #endif
-  if ((small || k == 0) && !accumulate)
-    for (int64_t i = 0; i < m; ++i) std::fill_n(C + i * ldc, n, T(0));
-  if (m == 0 || n == 0 || k == 0) return;
-  auto a = [&](int64_t i, int64_t p) { return TA ? A[p * lda + i] : A[i * lda + p]; };
-  if (small) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p) {
-        const T ai = a(i, p);
-        for (int64_t j = 0; j < n; ++j) C[i * ldc + j] += ai * (TB ? B[j * ldb + p] : B[p * ldb + j]);
-      }
-    return;
-  }
+  if (m == 0 || n == 0) return;
+  if (thin) return gemm_thin<T, TA, TB>(m, n, k, A, lda, B, ldb, C, ldc, accumulate);
   // the block [r0, r1) x [c0, c1) of C, over the depth [p0, p1), into Cb (leading dim ldcb)
   auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t p0, int64_t p1, T* Cb, int64_t ldcb,
                    bool acc) {
