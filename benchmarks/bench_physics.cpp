@@ -15,7 +15,7 @@
 //   4. GEMM 4096 x 512 x 8192 (float and double) through matmul vs Eigen's own product
 //      (with -DREEL_BLAS matmul runs on the BLAS library CMake found).
 // The JAX / PyTorch figures for the same rows: benchmarks/anchors/physics_anchors.py, run
-// on the same machine. Pass --quick to skip the GEMMs.
+// on the same machine. Pass --quick to skip the GEMMs, --pinn for the PINN row alone.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -69,9 +69,41 @@ void gemm_row(const char* name) {
 }
 }  // namespace
 
+// 2. One PINN training step, eager and with the loss and its gradients compiled.
+void pinn_row() {
+  Generator gen(2026);
+  pinn::Mlp net(gen);
+  auto params = net.parameters();
+  optim::Adam<float> opt(params, optim::AdamOptions(1e-3));
+  auto X = pinn::interior(1024, gen), Xb = pinn::boundary(256, gen);
+  double t_step = median_seconds([&] {
+    opt.zero_grad();
+    auto l = pinn::loss(net, X, Xb);
+    l.backward();
+    opt.step();
+    sink += l.item();
+  }, 11);
+  // the same step with the loss and its gradients compiled (the optimizer runs outside)
+  auto loss_grads = autograd::compile([&](const pinn::Tf& x, const pinn::Tf& xb) {
+    auto l = pinn::loss(net, x, xb);
+    return std::make_pair(l.detach(), autograd::grad(std::vector<pinn::Tf>{l}, params));
+  });
+  double t_step_c = median_seconds([&] {
+    auto [l, g] = loss_grads(X, Xb);
+    for (size_t i = 0; i < g.size(); ++i) params[i].set_grad(g[i]);
+    opt.step();
+    sink += l.item();
+  }, 11);
+  row("PINN step (2-64-64-64-1 tanh, 1024 points, float): eager vs compiled loss+grad", t_step, t_step_c, "ms", 1e3);
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   std::printf("%-72s %12s %12s\n", "case", "baseline", "reel");
+  if (argc > 1 && std::strcmp(argv[1], "--pinn") == 0) {  // the PINN row alone (physics_anchors.py --pairs)
+    pinn_row();
+    return 0;
+  }
 
   // 1. LJ38
   Td P = lj::random_cluster(38, 1);
@@ -159,32 +191,7 @@ int main(int argc, char** argv) {
       "ms", 1e3);
 
   // 2. PINN step
-  {
-    Generator gen(2026);
-    pinn::Mlp net(gen);
-    auto params = net.parameters();
-    optim::Adam<float> opt(params, optim::AdamOptions(1e-3));
-    auto X = pinn::interior(1024, gen), Xb = pinn::boundary(256, gen);
-    double t_step = median_seconds([&] {
-      opt.zero_grad();
-      auto l = pinn::loss(net, X, Xb);
-      l.backward();
-      opt.step();
-      sink += l.item();
-    }, 11);
-    // the same step with the loss and its gradients compiled (the optimizer runs outside)
-    auto loss_grads = autograd::compile([&](const pinn::Tf& x, const pinn::Tf& xb) {
-      auto l = pinn::loss(net, x, xb);
-      return std::make_pair(l.detach(), autograd::grad(std::vector<pinn::Tf>{l}, params));
-    });
-    double t_step_c = median_seconds([&] {
-      auto [l, g] = loss_grads(X, Xb);
-      for (size_t i = 0; i < g.size(); ++i) params[i].set_grad(g[i]);
-      opt.step();
-      sink += l.item();
-    }, 11);
-    row("PINN step (2-64-64-64-1 tanh, 1024 points, float): eager vs compiled loss+grad", t_step, t_step_c, "ms", 1e3);
-  }
+  pinn_row();
 
   // 3. short dims
   {

@@ -5,6 +5,7 @@ bench_physics (same thread count):
 
     python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch==2.15.0 numpy "jax[cpu]==0.10.2"
     OMP_NUM_THREADS=2 /tmp/tv/bin/python benchmarks/anchors/physics_anchors.py [--quick] [--lce]
+    OMP_NUM_THREADS=2 /tmp/tv/bin/python benchmarks/anchors/physics_anchors.py --pairs build/bench/benchmarks/bench_physics [rounds]
 
 Same work as reel's rows: LJ38 in the tensor formulation (double), its gradient and full
 Hessian (jax.hessian = jacfwd(jacrev) under jit; torch.func.hessian, eager), one PINN step
@@ -12,7 +13,9 @@ Hessian (jax.hessian = jacfwd(jacrev) under jit; torch.func.hessian, eager), one
 loss w.r.t. all weights, Adam step; float32), a [38,38,3] pair difference and a sum over its
 dim of 3 (PyTorch eager), float/double GEMM 4096x512x8192 (PyTorch, MKL), and with --lce
 linear + cross-entropy at N 4096, D 512, V 32768 (F.linear_cross_entropy and the unfused
-composition; reel's figures for it come from bench_training).
+composition; reel's figures for it come from bench_training). With --pairs, only the PINN
+step: reel's (bench_physics --pinn, eager and compiled) and PyTorch's, alternated round by
+round.
 Medians of repeated timings, like reel's median_timer.hpp.
 """
 import math
@@ -47,29 +50,10 @@ def row(name, value, unit):
     print(f"{name:<58} {value:12.2f} {unit}")
 
 
-def torch_rows(quick):
+def torch_pinn_step():
+    """One PINN training step in PyTorch (eager), as a callable."""
     import torch
     import torch.nn as nn
-
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    P = torch.tensor(cluster(38, 1), dtype=torch.float64)
-    eye = torch.eye(38, dtype=torch.float64)
-
-    def energy(p):
-        d = p.unsqueeze(1) - p.unsqueeze(0)
-        r2 = (d * d).sum(2) + eye
-        inv6 = r2.pow(-3.0)
-        return 2.0 * ((inv6 * inv6 - inv6) * (1.0 - eye)).sum()
-
-    def grad():
-        x = P.detach().requires_grad_()
-        return torch.autograd.grad(energy(x), x)[0]
-
-    with torch.no_grad():
-        row("torch LJ38 energy (eager)", median_seconds(lambda: energy(P), 31, 50) * 1e6, "us")
-    row("torch LJ38 gradient (eager)", median_seconds(grad, 31, 50) * 1e6, "us")
-    hess = torch.func.hessian(energy)
-    row("torch LJ38 Hessian (torch.func.hessian)", median_seconds(lambda: hess(P), 11) * 1e3, "ms")
 
     torch.manual_seed(2026)
     net = nn.Sequential(nn.Linear(2, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
@@ -93,7 +77,33 @@ def torch_rows(quick):
         loss.backward()
         opt.step()
 
-    row("torch PINN step (eager, float32)", median_seconds(pinn_step, 11) * 1e3, "ms")
+    return pinn_step
+
+
+def torch_rows(quick):
+    import torch
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    P = torch.tensor(cluster(38, 1), dtype=torch.float64)
+    eye = torch.eye(38, dtype=torch.float64)
+
+    def energy(p):
+        d = p.unsqueeze(1) - p.unsqueeze(0)
+        r2 = (d * d).sum(2) + eye
+        inv6 = r2.pow(-3.0)
+        return 2.0 * ((inv6 * inv6 - inv6) * (1.0 - eye)).sum()
+
+    def grad():
+        x = P.detach().requires_grad_()
+        return torch.autograd.grad(energy(x), x)[0]
+
+    with torch.no_grad():
+        row("torch LJ38 energy (eager)", median_seconds(lambda: energy(P), 31, 50) * 1e6, "us")
+    row("torch LJ38 gradient (eager)", median_seconds(grad, 31, 50) * 1e6, "us")
+    hess = torch.func.hessian(energy)
+    row("torch LJ38 Hessian (torch.func.hessian)", median_seconds(lambda: hess(P), 11) * 1e3, "ms")
+
+    row("torch PINN step (eager, float32)", median_seconds(torch_pinn_step(), 11) * 1e3, "ms")
 
     a = torch.randn(38, 38, 3, dtype=torch.float64)
     b = torch.randn(38, 38, 3, dtype=torch.float64)
@@ -221,7 +231,34 @@ def jax_rows(quick):
     row("jax PINN step (jit, float32)", median_seconds(one, 11) * 1e3, "ms")
 
 
+def pinn_pairs(bench, rounds):
+    """The PINN step of reel (bench_physics --pinn: eager and compiled) and of PyTorch,
+    alternated round by round, so both see the same phase of a noisy machine."""
+    import subprocess
+
+    import torch
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    step = torch_pinn_step()
+    step()
+    print(f"{'round':<6} {'reel eager':>11} {'reel compiled':>14} {'torch eager':>12}  (ms)")
+    faster = [0, 0]
+    for r in range(rounds):
+        out = subprocess.run([bench, "--pinn"], capture_output=True, text=True, check=True).stdout
+        line = next(l for l in out.splitlines() if l.startswith("PINN step"))
+        eager, compiled = (float(v) for v in line.split("loss+grad")[1].split()[:2])
+        t = median_seconds(step, 11) * 1e3
+        faster[0] += eager < t
+        faster[1] += compiled < t
+        print(f"{r + 1:<6} {eager:11.2f} {compiled:14.2f} {t:12.2f}")
+    print(f"reel faster than PyTorch in {faster[0]} of {rounds} rounds eager, {faster[1]} of {rounds} compiled")
+
+
 if __name__ == "__main__":
+    if "--pairs" in sys.argv:  # --pairs path/to/bench_physics [rounds]
+        i = sys.argv.index("--pairs")
+        pinn_pairs(sys.argv[i + 1], int(sys.argv[i + 2]) if len(sys.argv) > i + 2 else 10)
+        sys.exit(0)
     quick = "--quick" in sys.argv
     print(f"{'case':<58} {'value':>12}")
     torch_rows(quick)

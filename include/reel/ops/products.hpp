@@ -74,10 +74,13 @@ inline bool blas_preferred() {
 #endif
 }
 // Whether the BLAS may be called from inside one of reel's parallel regions, each thread on
-// its own block: OpenBLAS built sequential or on OpenMP (it then runs the call on the calling
-// thread). Not OpenBLAS on pthreads or BLIS, whose own threads would nest in reel's.
+// its own block: OpenBLAS built on OpenMP (Debian's libopenblas0-openmp), which runs a call
+// made inside an OpenMP region on the calling thread. Not OpenBLAS on pthreads or BLIS, whose
+// own threads would nest in reel's, nor a sequential OpenBLAS, safe to call from several
+// threads at once only when built with USE_LOCKING, which it cannot be asked. (Both must use
+// the same OpenMP runtime, as any two OpenMP libraries in one program must.)
 inline bool blas_in_regions() {
-  static const bool ok = openblas_get_parallel && openblas_get_parallel() != 1;
+  static const bool ok = openblas_get_parallel && openblas_get_parallel() == 2;
   return ok;
 }
 // Whether blas_gemm takes this product: float or double, sizes within int, a BLAS with fast
@@ -110,7 +113,8 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, in
   }
 }
 // Products up to this many multiply-adds are split between reel's threads, one BLAS call on
-// each block, where blas_in_regions(); larger ones are threaded by the BLAS itself. OpenBLAS
+// each block, where blas_in_regions(); larger ones are threaded by the BLAS itself (as all
+// are with another BLAS). OpenBLAS
 // splits a small product such as an MLP layer's [1024, 64] x [64, 64] poorly: 67-110 us on
 // two threads where two halves of one thread each take 60-68 us together (AMD EPYC VM).
 inline constexpr int64_t kBlasSplitMax = int64_t(1) << 24;
