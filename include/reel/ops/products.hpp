@@ -61,8 +61,9 @@ bool gemm_layout(const Tensor<T, D>& t, bool& trans, int64_t& ld) {
 }
 
 #ifdef REEL_WITH_BLAS
-// Whether the BLAS's GEMM is the faster one here: not when OpenBLAS runs fallback kernels (blas::fallback_core) and Eigen's kernel in this
-// build has AVX2 or better: Eigen is then 3-5x faster. (Setting OPENBLAS_CORETYPE to the
+// Whether the BLAS's GEMM is the faster one here: not when OpenBLAS runs fallback kernels
+// (blas::fallback_core) and Eigen's kernel in this build has AVX2 or better: Eigen is then
+// 3-5x faster. (Setting OPENBLAS_CORETYPE to the
 // CPU's family, SkylakeX or Haswell, before the program starts makes OpenBLAS fast again.)
 inline bool blas_preferred() {
 #if defined(EIGEN_VECTORIZE_AVX2) && (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
@@ -114,9 +115,9 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, in
 }
 // Products up to this many multiply-adds are split between reel's threads, one BLAS call on
 // each block, where blas_in_regions(); larger ones are threaded by the BLAS itself (as all
-// are with another BLAS). OpenBLAS
-// splits a small product such as an MLP layer's [1024, 64] x [64, 64] poorly: 67-110 us on
-// two threads where two halves of one thread each take 60-68 us together (AMD EPYC VM).
+// are with another BLAS). OpenBLAS splits a small product such as an MLP layer's
+// [1024, 64] x [64, 64] poorly: 67-110 us on two threads where two halves of one thread
+// each take 60-68 us together (AMD EPYC VM).
 inline constexpr int64_t kBlasSplitMax = int64_t(1) << 24;
 #endif
 
@@ -201,9 +202,9 @@ void gemm_block(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const 
 
 // C (+)= op(A) op(B) for small products and thin ones (a side of 4 or less: the first and
 // last layers of an MLP, [1024, 2] x [2, 64] or [1024, 64] x [64, 1], and their input
-// gradients),
-// where GEMM kernels spend their time packing and zeroing (10-66 us for 16K-131K
-// multiply-adds) and a loop of rank-1 updates multiplied a row of one element at a time.
+// gradients), where GEMM kernels spend their time packing and zeroing (10-66 us for
+// 16K-131K multiply-adds) and a loop of rank-1 updates multiplied a row of one element at
+// a time.
 // Rows of C of 8 or more: each is a sum of rows of op(B) (copied to rows first if B is
 // stored transposed). Shorter rows: each element is a dot product of a row of op(A) with a
 // column of op(B) (copied to a row first), or, A stored transposed, the columns of C are
@@ -278,12 +279,12 @@ void gemm_thin(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T
 
 // C[m, n] (+)= op(A) op(B), C row-major; op(A) = A[m, k] row-major, or A stored as [k, m]
 // row-major when TA (a transposed operand is read in place, never copied); likewise B.
-// Small and thin products use gemm_thin. Large float / double ones go to the BLAS where the build
-// has one (REEL_WITH_BLAS), which threads them; the others, and those up to kBlasSplitMax
-// multiply-adds where the BLAS may run inside reel's threads, are split between reel's
-// threads, each block of C by the BLAS or else by Eigen's GEMM kernel called directly
-// (gemm_block: the dispatch in front of it, lazy and matrix-vector products, costs a second
-// per translation unit to compile and is not needed here).
+// Small and thin products use gemm_thin. Large float / double ones go to the BLAS where the
+// build has one (REEL_WITH_BLAS), which threads them; the others, and those up to
+// kBlasSplitMax multiply-adds where the BLAS may run inside reel's threads, are split
+// between reel's threads, each block of C by the BLAS or else by Eigen's GEMM kernel called
+// directly (gemm_block: the dispatch in front of it, lazy and matrix-vector products, costs
+// a second per translation unit to compile and is not needed here).
 template <class T, bool TA = false, bool TB = false>
 void gemm_ex(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
              bool accumulate) {
