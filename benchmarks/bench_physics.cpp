@@ -67,7 +67,6 @@ void gemm_row(const char* name) {
   std::printf("%-72s %12.1f %12.1f GFLOP/s  ratio %.2fx\n", name, flops / t_eigen * 1e-9, flops / t_reel * 1e-9,
               t_eigen / t_reel);
 }
-}  // namespace
 
 // 2. One PINN training step, eager and with the loss and its gradients compiled.
 void pinn_row() {
@@ -96,6 +95,7 @@ void pinn_row() {
   }, 11);
   row("PINN step (2-64-64-64-1 tanh, 1024 points, float): eager vs compiled loss+grad", t_step, t_step_c, "ms", 1e3);
 }
+}  // namespace
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;

@@ -141,6 +141,21 @@ TEST_CASE("gradcheck and gradgradcheck accept right derivatives and reject wrong
   auto fc = [](const std::vector<Tensor<C>>& x) -> Tensor<C> { return Tensor<C>(exp(x[0]) * conj(x[0])); };
   CHECK(autograd::gradcheck(fc, std::vector<Tensor<C>>{z}));
   CHECK(autograd::gradgradcheck(fc, std::vector<Tensor<C>>{z}));
+  // a complex gradient off by a complex factor, and (below) a right gradient whose own
+  // derivative with respect to the output gradient is lost
+  auto fc_wrong = [](const std::vector<Tensor<C>>& x) -> Tensor<C> {
+    Tensor<C> y = exp(x[0]) * conj(x[0]);
+    if (y.requires_grad()) y.register_hook([](const Tensor<C>& g) { return Tensor<C>(g * C(1, 0.01)); });
+    return y;
+  };
+  CHECK_FALSE(autograd::gradcheck(fc_wrong, std::vector<Tensor<C>>{z}, {.raise_exception = false}));
+  auto cut = [](const V& x) -> Td {
+    Td y = x[0] * x[0];
+    if (y.requires_grad()) y.register_hook([](const Td& g) { return g.detach(); });
+    return y;
+  };
+  CHECK(autograd::gradcheck(cut, V{a}));
+  CHECK_FALSE(autograd::gradgradcheck(cut, V{a}, {.raise_exception = false}));
 }
 
 // ------------------------------------------------------------------ vector mode

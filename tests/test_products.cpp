@@ -178,12 +178,18 @@ TEST_CASE_TEMPLATE("the blocked kernel overwrites or accumulates into C, whateve
   using R = real_t<T>;
   const double tol = std::is_same_v<R, float> ? 2e-5 : 1e-12;
   Generator g(13);
-  // ({130, 1500, 97}: past the size the BLAS path splits, one BLAS call; {64, 1024, 64},
-  // {70, 1024, 2}: deep for their C, split by depth with an OpenMP OpenBLAS; then small or
-  // thin ones (detail::gemm_thin): rows of C of 8 or more, split by rows or by columns,
-  // shorter rows with A stored either way, and a depth of 0 for both)
-  for (auto size : {std::array<int64_t, 3>{37, 45, 301}, {130, 1500, 97}, {250, 64, 200}, {64, 1024, 64}, {70, 1024, 2},
-                    {1030, 2, 64}, {2, 200, 300}, {600, 64, 3}, {300, 64, 1}, {5, 3, 7}, {9, 0, 11}, {9, 0, 3}}) {
+  // ({37, 45, 301}: wider than one block of C's rows; {250, 64, 200}; {40, 800, 50}: deeper
+  // than one depth block (Eigen's kc is 300-600 here); then small or thin ones
+  // (detail::gemm_thin): rows of C of 8 or more, split by rows or by columns, shorter rows
+  // with A stored either way, and a depth of 0 for both)
+  std::vector<std::array<int64_t, 3>> sizes{{37, 45, 301}, {250, 64, 200}, {40, 800, 50}, {1030, 2, 64}, {2, 200, 300},
+                                            {600, 64, 3},  {300, 64, 1},   {5, 3, 7},     {9, 0, 11},   {9, 0, 3}};
+#ifdef REEL_WITH_BLAS
+  // The BLAS path's own sizes: past the size it splits between threads (one BLAS call), and
+  // deep for their C, split by depth with an OpenMP OpenBLAS
+  if constexpr (!is_complex_v<T>) sizes.insert(sizes.end(), {{130, 1500, 97}, {16, 512, 16}, {70, 512, 2}});
+#endif
+  for (auto size : sizes) {
     const int64_t m = size[0], k = size[1], n = size[2];
     auto a = randn<T>({m, k}, g), b = randn<T>({k, n}, g), c0 = randn<T>({m, n}, g);
     const auto av = a.to_vector(), bv = b.to_vector(), cv = c0.to_vector();

@@ -114,21 +114,31 @@ bool gradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> i
   std::ostringstream msg;
   bool ok = true;
   for (size_t i : checked) {
+    if (!ok) break;
+    // the analytical Jacobian's rows: one backward per output element k and output component
+    // oc, d L / d x_i with L = Re(conj(dir_oc) out_k) (row k * dirs + oc)
+    std::vector<std::vector<T>> rows;
+    for (int64_t k = 0; k < n_out; ++k) {
+      for (size_t oc = 0; oc < dirs.size(); ++oc) {
+        Tensor<T, D> gi;
+        if (out.requires_grad()) {
+          auto g = reel::detail::make_tensor<T, D>(out.sizes());
+          {
+            no_grad ng;
+            g.fill_(T(0));
+            g.reshape({-1}).mutable_data_ptr()[k] = dirs[oc];
+          }
+          gi = grad({out}, {xs[i]}, {g}, {true, false, true})[0];
+        }
+        rows.push_back(gi.defined() ? flat_copy(gi).to_vector() : std::vector<T>(size_t(xs[i].numel()), T(0)));
+      }
+    }
     for (int64_t j = 0; j < xs[i].numel() && ok; ++j) {
       for (size_t c = 0; c < dirs.size(); ++c) {
         auto num = flat_copy(numeric_direction(f, xs, i, j, dirs[c], o.eps)).to_vector();
-        // for every output element k and output component: analytical d L / d dir
         for (int64_t k = 0; k < n_out && ok; ++k) {
           for (size_t oc = 0; oc < dirs.size(); ++oc) {
-            auto g = reel::detail::make_tensor<T, D>(out.sizes());
-            {
-              no_grad ng;
-              g.fill_(T(0));
-              g.reshape({-1}).mutable_data_ptr()[k] = dirs[oc];
-            }
-            Tensor<T, D> gi;
-            if (out.requires_grad()) gi = grad({out}, {xs[i]}, {g}, {true, false, true})[0];
-            T a = gi.defined() ? flat_copy(gi).to_vector()[j] : T(0);
+            const T a = rows[size_t(k) * dirs.size() + oc][size_t(j)];
             double analytic = c == 0 ? std::real(a) : std::imag(std::complex<double>(a));
             double numeric = std::real(std::conj(dirs[oc]) * num[k]);
             if (std::abs(analytic - numeric) > o.atol + o.rtol * std::abs(numeric)) {

@@ -215,12 +215,16 @@ void gemm_thin(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T
   const bool wide = n >= 8;
   // op(B) as wide rows need it (Bp[p * ldp + j]) or as short rows need it (Bp[j * ldp + p])
   const bool in_place = wide ? !TB : TB;
-  ScratchBuffer<T> packed(in_place ? 0 : std::size_t(n * k), 0);
-  const T* Bp = in_place ? B : packed.data;
+  // (the copy on the stack up to Eigen's limit of 128 KB, as gemm_block's packed operands)
+  namespace internal = Eigen::internal;  // (named so by Eigen's stack-allocation macro)
+  const std::size_t packed_size = in_place ? 0 : std::size_t(n * k);
+  ScratchBuffer<T> packed_buffer(packed_size);
+  ei_declare_aligned_stack_constructed_variable(T, packed, packed_size, packed_buffer.data);
+  const T* Bp = in_place ? B : packed;
   const int64_t ldp = in_place ? ldb : wide ? n : k;
   if (!in_place)
     for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = 0; j < n; ++j) packed.data[wide ? p * n + j : j * k + p] = TB ? B[j * ldb + p] : B[p * ldb + j];
+      for (int64_t j = 0; j < n; ++j) packed[wide ? p * n + j : j * k + p] = TB ? B[j * ldb + p] : B[p * ldb + j];
   // the block [i0, i1) x [j0, j1) of C (wide rows), or the rows [i0, i1)
   auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     if (wide) {
