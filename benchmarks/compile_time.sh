@@ -24,7 +24,7 @@ done
 if [ "$pch" = 1 ]; then
   dir=$(mktemp -d)
   printf '#include <reel/reel.hpp>\n#include <reel/linalg.hpp>\n' >"$dir/reel_pch.hpp"
-  g++ -std=c++20 -O2 -fopenmp "${flags[@]}" -Iinclude -I/usr/include/eigen3 -x c++-header "$dir/reel_pch.hpp" \
+  g++ -std=c++20 -O2 -fopenmp "${flags[@]}" -Iinclude -isystem /usr/include/eigen3 -x c++-header "$dir/reel_pch.hpp" \
     -o "$dir/reel_pch.hpp.gch"
   flags+=(-Winvalid-pch -include "$dir/reel_pch.hpp")
 fi
@@ -32,7 +32,7 @@ runs=${RUNS:-5}
 times=()
 for ((i = 0; i < runs; i++)); do
   s=$(date +%s.%N)
-  g++ -std=c++20 -O2 -fopenmp "${flags[@]}" -Iinclude -I/usr/include/eigen3 -c "$src" -o /tmp/reel_compile_time.o
+  g++ -std=c++20 -O2 -fopenmp "${flags[@]}" -Iinclude -isystem /usr/include/eigen3 -c "$src" -o /tmp/reel_compile_time.o
   e=$(date +%s.%N)
   times+=("$(echo "$e - $s" | bc)")
 done

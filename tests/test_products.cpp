@@ -198,17 +198,17 @@ TEST_CASE_TEMPLATE("the blocked kernel overwrites or accumulates into C, whateve
       for (int64_t p = 0; p < k; ++p) at[p * m + i] = av[i * k + p];
     for (int64_t p = 0; p < k; ++p)
       for (int64_t j = 0; j < n; ++j) bt[j * k + p] = bv[p * n + j];
-    std::vector<T> want(m * n, T(0));  // in long double / complex<long double> where it matters little
+    std::vector<T> want(m * n, T(0));  // in long double / complex<long double>
     double scale = 0;
+    using W = std::conditional_t<is_complex_v<T>, std::complex<long double>, long double>;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        std::complex<long double> s = 0;
-        for (int64_t p = 0; p < k; ++p)
-          s += std::complex<long double>(av[i * k + p]) * std::complex<long double>(bv[p * n + j]);
+        W s = 0;
+        for (int64_t p = 0; p < k; ++p) s += W(av[i * k + p]) * W(bv[p * n + j]);
         if constexpr (is_complex_v<T>)
           want[i * n + j] = T(R(s.real()), R(s.imag()));
         else
-          want[i * n + j] = T(s.real());
+          want[i * n + j] = T(s);
         scale = std::max(scale, double(std::abs(s)));
       }
     for (int variant = 0; variant < 8; ++variant) {
