@@ -5,8 +5,10 @@
 // capture replays its kernels as without the option.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <reel/reel.hpp>
 
@@ -165,6 +167,33 @@ TEST_CASE("fusion: gradients inside the function (forward and backward kernels g
   }
   CHECK(g.fusion_reason() == "");
   CHECK(g.kernels() == 1);
+}
+
+TEST_CASE("fusion: the cache key changes with reel's headers (their paths, sizes and times)") {
+  namespace fs = std::filesystem;
+  using detail::fusion::jit_headers_fingerprint;
+  const fs::path root = fs::temp_directory_path() / ("reel_fingerprint_" + std::to_string(std::rand()));
+  fs::create_directories(root / "reel" / "core");
+  auto write = [&](const fs::path& p, const std::string& text) {
+    std::ofstream(p) << text;
+  };
+  write(root / "reel" / "a.hpp", "// a\n");
+  write(root / "reel" / "core" / "b.hpp", "// b\n");
+  const uint64_t f0 = jit_headers_fingerprint(root.string());
+  CHECK(f0 != 0);
+  CHECK(jit_headers_fingerprint(root.string()) == f0);
+  write(root / "reel" / "core" / "b.hpp", "// b, edited\n");  // another size
+  const uint64_t f1 = jit_headers_fingerprint(root.string());
+  CHECK(f1 != f0);
+  fs::last_write_time(root / "reel" / "a.hpp", fs::last_write_time(root / "reel" / "a.hpp") - std::chrono::hours(1));
+  const uint64_t f2 = jit_headers_fingerprint(root.string());  // the same size, an older time
+  CHECK(f2 != f1);
+  fs::rename(root / "reel" / "core", root / "reel" / "core2");  // moved
+  CHECK(jit_headers_fingerprint(root.string()) != f2);
+  CHECK(jit_headers_fingerprint((root / "none").string()) == 0);
+  fs::remove_all(root);
+  // reel's own headers are found and read
+  CHECK(jit_headers_fingerprint((fs::path(__FILE__).parent_path().parent_path() / "include").string()) != 0);
 }
 
 TEST_CASE("fusion: without a compiler the capture replays its kernels as captured") {

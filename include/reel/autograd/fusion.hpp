@@ -15,8 +15,9 @@
 //      the graph a call of its op's own `apply` (the op structs of reel/expr/ops*.hpp: one
 //      definition of each op, here as in the eager engine).
 // jit_compile() compiles that source with the system's C++ compiler into a shared library
-// in a cache directory (keyed by a hash of the source, the compiler and its flags, so a
-// program's later runs load it without compiling) and loads it. Kernels without a
+// in a cache directory (keyed by a hash of the source, the compiler, its flags and reel's
+// headers, so a program's later runs load it without compiling, and a library compiled
+// against other headers is never loaded) and loads it. Kernels without a
 // description (products, factorizations, scatter, ...) run as captured, between the
 // generated functions.
 //
@@ -24,6 +25,7 @@
 // turns code generation off), REEL_JIT_FLAGS (more flags), REEL_JIT_CACHE (the cache
 // directory; default $XDG_CACHE_HOME/reel-jit, else ~/.cache/reel-jit, else the temp dir).
 #include "../core/config.hpp"
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +74,10 @@ struct JitLibrary {
 // Compiles (or finds in the cache) and loads `source`'s functions reel_fused_0 ..
 // reel_fused_<n - 1>; null with `error` set when that fails.
 REEL_INLINE std::shared_ptr<JitLibrary> jit_compile(const std::string& source, int n, std::string& error);
+// A fingerprint of the headers under include_dir/reel (each file's path, size and
+// modification time): part of the cache key, so that editing, replacing or moving reel's
+// headers compiles generated code again. 0 where the directory cannot be read.
+REEL_INLINE uint64_t jit_headers_fingerprint(const std::string& include_dir);
 
 }  // namespace reel::detail::fusion
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #if defined(__unix__) || defined(__APPLE__)
+#include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -92,7 +93,46 @@ inline uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull)
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
+#if defined(REEL_JIT_POSIX)
+// the sum over the files under dir (recursively) of a hash of each one's path, size and
+// modification time (a sum: the order directories list their files in does not matter)
+inline uint64_t tree_fingerprint(const std::string& dir, int depth = 0) {
+  DIR* d = depth < 8 ? opendir(dir.c_str()) : nullptr;
+  if (!d) return 0;
+  uint64_t sum = 0;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string path = dir + "/" + name;
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      sum += tree_fingerprint(path, depth + 1);
+    } else if (S_ISREG(st.st_mode)) {
+      std::ostringstream id;
+#if defined(__APPLE__)
+      const auto& mtime = st.st_mtimespec;
+#else
+      const auto& mtime = st.st_mtim;
+#endif
+      id << path << '\n' << st.st_size << '\n' << mtime.tv_sec << '.' << mtime.tv_nsec;
+      sum += fnv1a(id.str());
+    }
+  }
+  closedir(d);
+  return sum;
+}
+#endif
 }  // namespace jit
+
+REEL_INLINE uint64_t jit_headers_fingerprint(const std::string& include_dir) {
+#if defined(REEL_JIT_POSIX)
+  return jit::tree_fingerprint(include_dir + "/reel");
+#else
+  (void)include_dir;
+  return 0;
+#endif
+}
 
 REEL_INLINE std::shared_ptr<JitLibrary> jit_compile(const std::string& source, int n, std::string& error) {
 #if !defined(REEL_JIT_POSIX)
@@ -108,8 +148,10 @@ REEL_INLINE std::shared_ptr<JitLibrary> jit_compile(const std::string& source, i
     return nullptr;
   }
   const std::string fl = flags();
+  static const uint64_t headers = jit_headers_fingerprint(reel_include_dir());  // (once a process)
   char key[17];
-  std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(fnv1a(source, fnv1a(cxx + "\n" + fl))));
+  std::snprintf(key, sizeof key, "%016llx",
+                static_cast<unsigned long long>(fnv1a(source, fnv1a(cxx + "\n" + fl + "\n" + std::to_string(headers)))));
   const std::string dir = cache_dir();
   if (dir.empty()) {
     error = "no private cache directory (set REEL_JIT_CACHE to a directory only you can write)";
