@@ -112,33 +112,39 @@ bool gradcheck_impl(const detail_check::Fn<T, D>& f, std::vector<Tensor<T, D>> i
   std::vector<T> dirs{T(1)};
   if constexpr (complex_v<T>) dirs.push_back(T(0, 1));
   std::ostringstream msg;
-  bool ok = true;
-  for (size_t i : checked) {
-    if (!ok) break;
-    // the analytical Jacobian's rows: one backward per output element k and output component
-    // oc, d L / d x_i with L = Re(conj(dir_oc) out_k) (row k * dirs + oc)
-    std::vector<std::vector<T>> rows;
-    for (int64_t k = 0; k < n_out; ++k) {
-      for (size_t oc = 0; oc < dirs.size(); ++oc) {
-        Tensor<T, D> gi;
-        if (out.requires_grad()) {
-          auto g = reel::detail::make_tensor<T, D>(out.sizes());
-          {
-            no_grad ng;
-            g.fill_(T(0));
-            g.reshape({-1}).mutable_data_ptr()[k] = dirs[oc];
-          }
-          gi = grad({out}, {xs[i]}, {g}, {true, false, true})[0];
+  // the analytical Jacobian's rows: one backward per output element k and output component
+  // oc gives d L / d x_i for every checked input i at once, with L = Re(conj(dir_oc) out_k);
+  // rows[c][k * dirs + oc] belongs to input checked[c]
+  Tensors<T, D> wrt;
+  for (size_t i : checked) wrt.push_back(xs[i]);
+  std::vector<std::vector<std::vector<T>>> rows(checked.size());
+  for (int64_t k = 0; k < n_out; ++k) {
+    for (size_t oc = 0; oc < dirs.size(); ++oc) {
+      Tensors<T, D> gs;
+      if (out.requires_grad()) {
+        auto g = reel::detail::make_tensor<T, D>(out.sizes());
+        {
+          no_grad ng;
+          g.fill_(T(0));
+          g.reshape({-1}).mutable_data_ptr()[k] = dirs[oc];
         }
-        rows.push_back(gi.defined() ? flat_copy(gi).to_vector() : std::vector<T>(size_t(xs[i].numel()), T(0)));
+        gs = grad({out}, wrt, {g}, {true, false, true});
+      }
+      for (size_t c = 0; c < checked.size(); ++c) {
+        const bool has = c < gs.size() && gs[c].defined();
+        rows[c].push_back(has ? flat_copy(gs[c]).to_vector() : std::vector<T>(size_t(wrt[c].numel()), T(0)));
       }
     }
+  }
+  bool ok = true;
+  for (size_t ci = 0; ci < checked.size() && ok; ++ci) {
+    const size_t i = checked[ci];
     for (int64_t j = 0; j < xs[i].numel() && ok; ++j) {
       for (size_t c = 0; c < dirs.size(); ++c) {
         auto num = flat_copy(numeric_direction(f, xs, i, j, dirs[c], o.eps)).to_vector();
         for (int64_t k = 0; k < n_out && ok; ++k) {
           for (size_t oc = 0; oc < dirs.size(); ++oc) {
-            const T a = rows[size_t(k) * dirs.size() + oc][size_t(j)];
+            const T a = rows[ci][size_t(k) * dirs.size() + oc][size_t(j)];
             double analytic = c == 0 ? std::real(a) : std::imag(std::complex<double>(a));
             double numeric = std::real(std::conj(dirs[oc]) * num[k]);
             if (std::abs(analytic - numeric) > o.atol + o.rtol * std::abs(numeric)) {
