@@ -6,6 +6,18 @@
 namespace reel::inline REEL_ABI {
 namespace detail {
 
+// Visits every dtype, and instantiates float's and the FP8 types' copies: compiled once in
+// compiled mode.
+REEL_INLINE std::vector<double> as_doubles(const AnyTensor& t) {
+  return t.visit([](const auto& x) -> std::vector<double> {
+    using T = typename std::decay_t<decltype(x)>::value_type;
+    if constexpr (std::is_same_v<T, float> || is_fp8_v<T>)
+      return as_doubles(x);
+    else
+      return {};
+  });
+}
+
 REEL_INLINE const char* scaling_name(ScalingType s) {
   switch (s) {
     case ScalingType::TensorWise: return "TensorWise";

@@ -119,15 +119,7 @@ std::vector<double> as_doubles(const Tensor<T, D>& t) {
   return v;
 }
 // The values of a float32 or FP8 scale (others: empty; the checks admit no others).
-inline std::vector<double> as_doubles(const AnyTensor& t) {
-  return t.visit([](const auto& x) -> std::vector<double> {
-    using T = typename std::decay_t<decltype(x)>::value_type;
-    if constexpr (std::is_same_v<T, float> || is_fp8_v<T>)
-      return as_doubles(x);
-    else
-      return {};
-  });
-}
+REEL_INLINE std::vector<double> as_doubles(const AnyTensor& t);
 
 template <class T>
 inline constexpr bool is_scaled_mm_data_v =
