@@ -13,7 +13,8 @@ namespace reel::inline REEL_ABI {
 // defined for complex tensors). These lists make the public functions and in-place forms
 // below, the instantiations of the ops' autograd tables that reel::runtime compiles once for
 // float, double and (the ops defined for them) complex<float> / complex<double>
-// (reel/runtime/instantiate_ops.inc), and the checks every op gets in tests/test_check_ad.cpp.
+// (reel/runtime/instantiate_ops.inc), and the checks every op gets in
+// tests/test_check_ad_lists.cpp and tests/test_check_ad_complex.cpp.
 #define REEL_UNARY_OPS(X) \
   X(neg, NegOp, 1, 1) \
   X(exp, ExpOp, 1, 1) \
