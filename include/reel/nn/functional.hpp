@@ -81,7 +81,8 @@ template <TensorLike X> auto gelu(const X& x, bool tanh_approximation = false) {
   return tanh_approximation ? R(make_expr(GeluTanhOp{}, x)) : R(make_expr(GeluOp{}, x));
 }
 
-template <TensorLike X> auto softmax(const X& x, int64_t dim) {
+template <TensorLike X>
+Tensor<detail::value_t<X>, detail::device_t<X>> softmax(const X& x, int64_t dim) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T>, "reel::softmax: needs a floating point tensor");
   auto xt = detail::materialize(x);
@@ -91,7 +92,8 @@ template <TensorLike X> auto softmax(const X& x, int64_t dim) {
   return Tensor<T, detail::device_t<X>>(e / sum(e, {dim}, true));
 }
 
-template <TensorLike X> auto log_softmax(const X& x, int64_t dim) {
+template <TensorLike X>
+Tensor<detail::value_t<X>, detail::device_t<X>> log_softmax(const X& x, int64_t dim) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T>, "reel::log_softmax: needs a floating point tensor");
   auto xt = detail::materialize(x);

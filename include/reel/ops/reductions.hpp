@@ -282,7 +282,7 @@ auto min(const X& xe, int64_t dim, bool keepdim = false) {
 // log(sum(exp(x))) computed stably around the max; rows that are all -inf give -inf.
 template <TensorLike X>
   requires is_tensor_v<X>
-auto logsumexp(const X& xe, Shape dims, bool keepdim = false) {
+Tensor<detail::value_t<X>, detail::device_t<X>> logsumexp(const X& xe, Shape dims, bool keepdim = false) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T>, "reel::logsumexp: needs a floating point tensor");
   auto x = detail::materialize(xe);
@@ -321,7 +321,8 @@ struct NormRootOp : FloatRule {
 // nonzeros.
 template <TensorLike X>
   requires is_tensor_v<X>
-auto norm(const X& xe, double p = 2, Shape dims = {}, bool keepdim = false) {
+Tensor<real_t<detail::value_t<X>>, detail::device_t<X>> norm(const X& xe, double p = 2, Shape dims = {},
+                                                              bool keepdim = false) {
   using T = detail::value_t<X>;
   static_assert(is_floating_v<T> || is_complex_v<T>, "reel::norm: needs a floating point or complex tensor");
   using R = real_t<T>;

@@ -20,6 +20,10 @@
   X(Tensor<T, CPU> mean<Tensor<T, CPU>>(const Tensor<T, CPU>&, Shape, bool))                             \
   X(Tensor<T, CPU> prod<Tensor<T, CPU>>(const Tensor<T, CPU>&, Shape, bool))                             \
   X(Tensor<T, CPU> cumsum<Tensor<T, CPU>>(const Tensor<T, CPU>&, int64_t))                               \
+  X(Tensor<T, CPU> logsumexp<Tensor<T, CPU>>(const Tensor<T, CPU>&, Shape, bool))                       \
+  X(Tensor<T, CPU> norm<Tensor<T, CPU>>(const Tensor<T, CPU>&, double, Shape, bool))                     \
+  X(Tensor<T, CPU> nn::functional::softmax<Tensor<T, CPU>>(const Tensor<T, CPU>&, int64_t))              \
+  X(Tensor<T, CPU> nn::functional::log_softmax<Tensor<T, CPU>>(const Tensor<T, CPU>&, int64_t))          \
   X(Tensor<int64_t, CPU> argmax<Tensor<T, CPU>>(const Tensor<T, CPU>&, std::optional<int64_t>, bool))    \
   X(Tensor<int64_t, CPU> argmin<Tensor<T, CPU>>(const Tensor<T, CPU>&, std::optional<int64_t>, bool))    \
   X(Tensor<T, CPU> detail::extreme<true, T, CPU>(const Tensor<T, CPU>&, const Shape&, bool, bool))       \
