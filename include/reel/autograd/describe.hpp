@@ -19,33 +19,40 @@ template <class Op, class... A> void collect_leaf_impls(const Expr<Op, A...>& e,
   std::apply([&](const auto&... a) { (collect_leaf_impls(a, v, n), ...); }, e.args);
 }
 
+// An expression's graph built through a plain function pointer: the one line per expression
+// type that description and recording need (to_ir_as, the instantiation both share).
+using BuildIr = int (*)(ir::Builder&, const void* e);
+template <class T, class D, class E> int build_ir(ir::Builder& b, const void* e) {
+  return ir::to_ir_as<T, D>(b, *static_cast<const E*>(e));
+}
+
 // The part of a description no expression type instantiates again.
-inline void describe_graph(CaptureTrace& t, std::shared_ptr<ir::Graph> g, int root, const GradPtr* const* leaves,
-                           size_t n, GradPtr out, std::vector<int64_t> space, std::vector<char> reduced, bool mean) {
+inline void describe_graph(CaptureTrace& t, BuildIr build, const void* e, const GradPtr* const* leaves, size_t n,
+                           GradPtr out, const Shape& space, std::vector<char> reduced, bool mean) {
+  auto g = std::make_shared<ir::Graph>();
+  ir::Builder b{*g};
+  const int root = build(b, e);
   if (n != g->leaves.size()) return;
   auto d = std::make_shared<KernelDesc>();
   d->graph = std::move(g);
   d->roots.push_back(root);
   for (size_t k = 0; k < n; ++k) d->leaves.push_back(*leaves[k]);
   d->outs.push_back(std::move(out));
-  d->space = std::move(space);
+  d->space.assign(space.begin(), space.end());
   d->reduced = std::move(reduced);
   d->mean = mean;
   t.describe(std::move(d));
 }
 
 template <class T, class D, class E>
-void describe_kernel(CaptureTrace& t, const Tensor<T, D>& out, const E& e, std::vector<int64_t> space,
+void describe_kernel(CaptureTrace& t, const Tensor<T, D>& out, const E& e, const Shape& space,
                      std::vector<char> reduced, bool mean) {
   if constexpr (std::is_floating_point_v<T> && Backend<D>::host_memory) {
     if (!t.wants_descs()) return;
-    auto g = std::make_shared<ir::Graph>();
-    ir::Builder b{*g};
-    const int root = ir::to_ir_as<T, D>(b, e);  // (the same instantiation autograd's recording uses)
     const GradPtr* leaves[kMaxOperands];
     size_t n = 0;
     collect_leaf_impls(e, leaves, n);
-    describe_graph(t, std::move(g), root, leaves, n, out.impl_ptr(), std::move(space), std::move(reduced), mean);
+    describe_graph(t, &build_ir<T, D, E>, &e, leaves, n, out.impl_ptr(), space, std::move(reduced), mean);
   } else {
     (void)t, (void)out, (void)e, (void)space, (void)reduced, (void)mean;
   }

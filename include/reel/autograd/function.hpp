@@ -281,7 +281,7 @@ struct Function {
     };
     std::vector<const rd::TensorImpl*> ins;
     for (const auto& t : ctx.inputs_) ins.push_back(t.defined() ? &t.impl() : nullptr);
-    rd::forward_levels(fw, ins, out, levels);
+    rd::forward_levels(rd::FwRule<T, D>(fw), ins, out, levels);
   }
 };
 

@@ -11,6 +11,24 @@ REEL_INLINE std::vector<char> live_nodes(const ir::Graph& g, std::span<const int
   return live;
 }
 
+REEL_INLINE PendingRecord pending_record(const ExprLeaves& l) {
+  PendingRecord p;
+  p.active = true;
+  p.inputs.reserve(l.n);
+  for (size_t k = 0; k < l.n; ++k) p.inputs.push_back({*l.ptr[k], version_of(*l.impl[k])});
+  return p;
+}
+
+REEL_INLINE void finish_record(PendingRecord& p, const GradPtr& out, BuildIr build, const void* e) {
+  GraphRecord rec;
+  rec.graph = &scratch_graph();
+  ir::Builder b{*rec.graph};
+  rec.roots.push_back(build(b, e));
+  rec.inputs = std::move(p.inputs);
+  rec.outputs.push_back(out);
+  record_graph(std::move(rec));
+}
+
 REEL_INLINE void capture_ir(CaptureTrace& t, const ir::Graph& g, const GradList& leaves, std::span<const int> roots,
                        std::span<const GradPtr> outs, const std::vector<char>& live) {
   auto gc = std::make_shared<ir::Graph>();

@@ -169,6 +169,10 @@ struct GraphRecord {
 };
 void record_graph(GraphRecord rec);
 
+// Records out = the expression `build` writes into a graph, with the leaves p took before
+// (Recorder::finish's part that no expression type instantiates again).
+REEL_INLINE void finish_record(PendingRecord& p, const GradPtr& out, BuildIr build, const void* e);
+
 // ir::evaluate as a kept kernel of a capture (capture.hpp): the step owns a copy of the
 // graph (g may be the per-thread scratch graph) and the tensors.
 REEL_INLINE void capture_ir(CaptureTrace& t, const ir::Graph& g, const GradList& leaves, std::span<const int> roots,
@@ -371,6 +375,8 @@ template <class E> bool expr_records(const E& e) {
   ExprLeaves l;
   return expr_records(e, l);
 }
+// The leaves' versions before an expression that records is evaluated (Recorder::begin).
+REEL_INLINE PendingRecord pending_record(const ExprLeaves& l);
 
 // Sums a gradient over the dimensions that broadcasting added or expanded.
 template <class T, class D>
@@ -518,27 +524,16 @@ struct Recorder {
   }
   template <class E>
   static PendingRecord begin(const E& e) {
-    PendingRecord p;
     if constexpr (autograd_type_v<T, D>) {
       ExprLeaves l;
-      if (!expr_records(e, l)) return p;
-      p.active = true;
-      p.inputs.reserve(l.n);
-      for (size_t k = 0; k < l.n; ++k) p.inputs.push_back({*l.ptr[k], version_of(*l.impl[k])});
+      if (expr_records(e, l)) return pending_record(l);
     }
-    return p;
+    return {};
   }
   template <class E>
   static void finish(PendingRecord& p, const Tensor<T, D>& out, const E& e) {
     if constexpr (autograd_type_v<T, D>) {
-      if (!p.active) return;
-      GraphRecord rec;
-      rec.graph = &scratch_graph();
-      ir::Builder b{*rec.graph};
-      rec.roots.push_back(ir::to_ir_as<T, D>(b, e));
-      rec.inputs = std::move(p.inputs);
-      rec.outputs.push_back(out.impl_ptr());
-      record_graph(std::move(rec));
+      if (p.active) finish_record(p, out.impl_ptr(), &build_ir<T, D, E>, &e);
     }
   }
   template <class E>
@@ -549,8 +544,8 @@ struct Recorder {
     }
   }
   template <class E>  // a kept kernel's description for fusion (describe.hpp)
-  static void describe(CaptureTrace& t, const Tensor<T, D>& out, const E& e, std::vector<int64_t> s,
-                       std::vector<char> r, bool mean) { describe_kernel(t, out, e, std::move(s), std::move(r), mean); }
+  static void describe(CaptureTrace& t, const Tensor<T, D>& out, const E& e, const Shape& s, std::vector<char> r,
+                       bool mean) { describe_kernel(t, out, e, s, std::move(r), mean); }
   // In-place writes: refused where the result would silently lose gradient.
   static void check_inplace(const Tensor<T, D>& out, bool records) {
     if constexpr (autograd_type_v<T, D>) {

@@ -34,17 +34,22 @@ struct FnNodeBase : Node {
     return res;
   }
 };
+// A backward's gradients as the engine's list (undefined: none).
+template <class T, class D>
+GradList grad_list(std::span<const Tensor<T, D>> gs) {
+  GradList res(gs.size());
+  for (size_t k = 0; k < gs.size(); ++k)
+    if (gs[k].defined()) res[k] = gs[k].impl_ptr();
+  return res;
+}
 template <class T, class D, class Bw>
 struct FnNode final : FnNodeBase {
   std::optional<Bw> bw;
   explicit FnNode(Bw f) : bw(std::move(f)) {}
   void release_saved() override { bw.reset(); }
   GradList call(const GradPtr& g) override {
-    auto gs = (*bw)(Tensor<T, D>(g));
-    GradList res(gs.size());
-    for (size_t k = 0; k < gs.size(); ++k)
-      if (gs[k].defined()) res[k] = gs[k].impl_ptr();
-    return res;
+    const auto gs = (*bw)(Tensor<T, D>(g));
+    return grad_list<T, D>(std::span<const Tensor<T, D>>(gs.data(), gs.size()));
   }
 };
 
@@ -63,11 +68,27 @@ inline void plan_fn(FnPlan& p) {
 REEL_INLINE void attach_fn(const std::shared_ptr<FnNodeBase>& node, const char* name, const FnPlan& p,
                       GradList inputs, GradList saved, const GradType* type, TensorImpl& out);
 
+// A forward rule by reference: fw(tangents of the inputs) -> the output's tangent (undefined:
+// zero). What the typed bookkeeping below calls, so it is instantiated once per (T, D), not
+// once per op.
+template <class T, class D>
+class FwRule {
+ public:
+  template <class F>
+  FwRule(F& f)
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))), call_([](void* o, const std::vector<Tensor<T, D>>& ts) { return Tensor<T, D>((*static_cast<F*>(o))(ts)); }) {}
+  Tensor<T, D> operator()(const std::vector<Tensor<T, D>>& ts) const { return call_(obj_, ts); }
+
+ private:
+  void* obj_;
+  Tensor<T, D> (*call_)(void*, const std::vector<Tensor<T, D>>&);
+};
+
 // A forward rule written for one direction, applied to each of a batched level's `batch`
 // directions (the fallback of vector mode: elementwise ops, views and sums have batched rules
 // of their own; these ops loop).
-template <class T, class D, class Fw>
-Tensor<T, D> batched_rule(Fw& fw, const std::vector<Tensor<T, D>>& ts, const Tensor<T, D>& out, int64_t batch) {
+template <class T, class D>
+Tensor<T, D> batched_rule(FwRule<T, D> fw, const std::vector<Tensor<T, D>>& ts, const Tensor<T, D>& out, int64_t batch) {
   std::vector<Tensor<T, D>> parts;
   bool any = false;
   for (int64_t b = 0; b < batch; ++b) {
@@ -85,8 +106,8 @@ Tensor<T, D> batched_rule(Fw& fw, const std::vector<Tensor<T, D>>& ts, const Ten
 }
 
 // Sets out's tangent at each of `levels` to fw(the tangents of `ins` at that level).
-template <class T, class D, class Fw>
-void forward_levels(Fw& fw, const std::vector<const TensorImpl*>& ins, Tensor<T, D>& out,
+template <class T, class D>
+void forward_levels(FwRule<T, D> fw, const std::vector<const TensorImpl*>& ins, Tensor<T, D>& out,
                     const std::vector<uint64_t>& levels) {
   for (uint64_t level : levels) {
     std::vector<Tensor<T, D>> ts(ins.size());
@@ -100,25 +121,39 @@ void forward_levels(Fw& fw, const std::vector<const TensorImpl*>& ins, Tensor<T,
   }
 }
 
+// record_fn's bookkeeping (typed by (T, D) only): `make_node()` builds the op's node, called
+// only when a gradient will flow back through it.
+template <class T, class D>
+Tensor<T, D> record_fn_typed(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
+                             std::span<const Tensor<T, D>> saved, std::shared_ptr<FnNodeBase> (*make_node)(void*),
+                             void* bw, FwRule<T, D> fw) {
+  FnPlan p;
+  p.ins.reserve(inputs.size());
+  for (const auto& t : inputs) p.ins.push_back(t.defined() ? &t.impl() : nullptr);
+  plan_fn(p);
+  if (!p.any()) return out;
+  if (out.impl().autograd) out = Tensor<T, D>(plain_alias(out.impl()));  // a fresh handle for the new history
+  if (p.reverse) {
+    GradList in, sv;
+    for (const auto& t : inputs) in.push_back(t.defined() ? t.impl_ptr() : nullptr);
+    for (const auto& t : saved)
+      if (t.defined()) sv.push_back(t.impl_ptr());
+    attach_fn(make_node(bw), name, p, std::move(in), std::move(sv), ir::grad_type_of<T, D>(), out.impl());
+  }
+  forward_levels(fw, p.ins, out, p.levels);
+  return out;
+}
+
 template <class T, class D, class Bw, class Fw>
 Tensor<T, D> record_fn(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
                        std::span<const Tensor<T, D>> saved, Bw&& bw, Fw&& fw) {
   if constexpr (autograd_type_v<T, D>) {
-    FnPlan p;
-    p.ins.reserve(inputs.size());
-    for (const auto& t : inputs) p.ins.push_back(t.defined() ? &t.impl() : nullptr);
-    plan_fn(p);
-    if (!p.any()) return out;
-    if (out.impl().autograd) out = Tensor<T, D>(plain_alias(out.impl()));  // a fresh handle for the new history
-    if (p.reverse) {
-      GradList in, sv;
-      for (const auto& t : inputs) in.push_back(t.defined() ? t.impl_ptr() : nullptr);
-      for (const auto& t : saved)
-        if (t.defined()) sv.push_back(t.impl_ptr());
-      attach_fn(std::make_shared<FnNode<T, D, std::decay_t<Bw>>>(std::forward<Bw>(bw)), name, p, std::move(in),
-                std::move(sv), ir::grad_type_of<T, D>(), out.impl());
-    }
-    forward_levels(fw, p.ins, out, p.levels);
+    using B = std::remove_reference_t<Bw>;
+    auto make = [](void* f) -> std::shared_ptr<FnNodeBase> {
+      return std::make_shared<FnNode<T, D, std::decay_t<Bw>>>(std::forward<Bw>(*static_cast<B*>(f)));
+    };
+    return record_fn_typed<T, D>(std::move(out), name, inputs, saved, make,
+                                 const_cast<void*>(static_cast<const void*>(std::addressof(bw))), FwRule<T, D>(fw));
   }
   return out;
 }

@@ -23,6 +23,10 @@ REEL_INLINE void CaptureTrace::keep(const std::vector<const Storage*>& writes, s
   reads.insert(reads.end(), writes.begin(), writes.end());
   uses_.push_back(std::move(reads));
 }
+REEL_INLINE void CaptureTrace::keep_kernel(const Storage* write, const Storage* const* reads, size_t n,
+                                           CaptureStep kept) {
+  keep({write}, std::vector<const Storage*>(reads, reads + n), std::move(kept));
+}
 REEL_INLINE std::vector<const Storage*> CaptureTrace::fold_constants() {
   const size_t n = steps_.size();
   std::vector<const Storage*> fresh;

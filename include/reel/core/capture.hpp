@@ -78,6 +78,8 @@ class CaptureTrace {
   }
   REEL_INLINE void keep(const std::vector<const Storage*>& writes, std::vector<const Storage*> reads,
                         CaptureStep kept);
+  // keep for a kernel writing one storage and reading n (what an expression type instantiates).
+  REEL_INLINE void keep_kernel(const Storage* write, const Storage* const* reads, size_t n, CaptureStep kept);
   // Kernel descriptions (for fusion): wanted only when the compiled function fuses. describe
   // attaches one to the kernel kept last.
   bool wants_descs() const { return want_descs_; }

@@ -66,7 +66,7 @@ struct Recorder {
   template <class E> static void record(const Tensor<T, D>&, const E&) {}
   static void check_inplace(const Tensor<T, D>&, bool) {}
   template <class E>
-  static void describe(CaptureTrace&, const Tensor<T, D>&, const E&, std::vector<int64_t>, std::vector<char>, bool) {}
+  static void describe(CaptureTrace&, const Tensor<T, D>&, const E&, const Shape&, std::vector<char>, bool) {}
 };
 #endif
 

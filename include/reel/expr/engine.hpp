@@ -270,20 +270,14 @@ inline constexpr int64_t kShortRow = 8;
 template <class R, class E> void eval_rows_cpu(const Tensor<R, CPU>& out, const E& e);
 template <class R, class E> void eval_row_block(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool unit);
 
-// The storages an expression reads (for a capture's buffer sharing).
-template <class E>
-std::vector<const Storage*> leaf_storages(const E& e) {
-  std::vector<const Storage*> r;
-  auto visit = [&](const auto& self, const auto& x) -> void {
-    using X = std::decay_t<decltype(x)>;
-    if constexpr (is_tensor_v<X>) {
-      r.push_back(x.impl().storage.get());
-    } else if constexpr (requires { x.args; }) {
-      std::apply([&](const auto&... a) { (self(self, a), ...); }, x.args);
-    }
-  };
-  visit(visit, e);
-  return r;
+// The storages an expression reads (for a capture's buffer sharing: CaptureTrace::keep_kernel),
+// operand order.
+template <class X> void collect_leaf_storages(const X&, const Storage**, size_t&) {}
+template <class T, class D> void collect_leaf_storages(const Tensor<T, D>& t, const Storage** s, size_t& n) {
+  s[n++] = t.impl().storage.get();
+}
+template <class Op, class... A> void collect_leaf_storages(const Expr<Op, A...>& e, const Storage** s, size_t& n) {
+  std::apply([&](const auto&... a) { (collect_leaf_storages(a, s, n), ...); }, e.args);
 }
 
 // Evaluates expression `e` into the (already shaped) destination `out`.
@@ -299,8 +293,11 @@ void eval_into(const Tensor<R, D>& out, const E& e) {
     static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
     if (out.numel() == 0) return;
     if (CaptureTrace* t = capturing()) {
-      t->record({out.impl().storage.get()}, leaf_storages(e), [out, e] { eval_rows_cpu(out, e); });
-      Recorder<R, D>::describe(*t, out, e, std::vector<int64_t>(out.sizes().begin(), out.sizes().end()), {}, false);
+      const Storage* reads[kMaxOperands];
+      size_t n = 0;
+      collect_leaf_storages(e, reads, n);
+      t->keep_kernel(out.impl().storage.get(), reads, n, CaptureStep([out, e] { eval_rows_cpu(out, e); }));
+      Recorder<R, D>::describe(*t, out, e, out.sizes(), {}, false);
     } else
       eval_rows_cpu(out, e);
   }

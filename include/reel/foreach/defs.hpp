@@ -358,7 +358,9 @@ std::vector<AnyTensor> run_any(const char* fn, const std::vector<AnyTensor>& sel
   std::map<std::pair<ScalarType, DeviceType>, std::vector<size_t>> groups;
   for (size_t i = 0; i < self.size(); ++i) groups[{self[i].dtype(), self[i].device()}].push_back(i);
   std::vector<AnyTensor> out(self.size());
-  for (const auto& [key, idx] : groups) {
+  for (const auto& group : groups) {
+    const auto& key = group.first;  // (not a structured binding: clang before 16 cannot capture one)
+    const auto& idx = group.second;
     REEL_CHECK(key.second == DeviceType::CPU, not_implemented_error, "foreach::", fn,
                ": AnyTensor lists on this device are not supported");
     visit_dtype(key.first, [&](auto v) {

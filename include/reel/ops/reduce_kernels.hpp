@@ -230,8 +230,7 @@ Tensor<R, D> reduce_runs(const Tensor<T, D>& x, Shape dims, bool keepdim, const 
     if (CaptureTrace* t = capturing()) {
       t->record({out.impl().storage.get()}, {x.impl().storage.get()}, [=] { run(x, p, out, f, fn, dims); });
       if constexpr ((K == RunKind::Sum || K == RunKind::Mean) && std::is_same_v<R, T>)
-        Recorder<T, D>::describe(*t, out, x, std::vector<int64_t>(x.sizes().begin(), x.sizes().end()),
-                                 reduced_mask(x.sizes(), p), K == RunKind::Mean);
+        Recorder<T, D>::describe(*t, out, x, x.sizes(), reduced_mask(x.sizes(), p), K == RunKind::Mean);
     } else
       run(x, p, out, f, fn, dims);
   }

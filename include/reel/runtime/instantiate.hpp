@@ -33,6 +33,12 @@
                                                      const Tensor<T, CPU>&, int64_t))                    \
   X(ValuesIndices<T, CPU> detail::ordered_lines<T, CPU>(const Tensor<T, CPU>&, int64_t, int64_t, bool,   \
                                                         const char*))                                    \
+  X(Tensor<T, CPU> detail::record_fn_typed<T, CPU>(Tensor<T, CPU>, const char*, std::span<const Tensor<T, CPU>>, \
+                                                   std::span<const Tensor<T, CPU>>,                     \
+                                                   std::shared_ptr<detail::FnNodeBase> (*)(void*), void*, \
+                                                   detail::FwRule<T, CPU>))                             \
+  X(void detail::forward_levels<T, CPU>(detail::FwRule<T, CPU>, const std::vector<const detail::TensorImpl*>&, \
+                                        Tensor<T, CPU>&, const std::vector<uint64_t>&))                 \
   REEL_INSTANTIATE_TENSOR(X, T)                                                                          \
   X(Tensor<T, CPU> detail::materialize<Expr<ClampOp<T>, Tensor<T, CPU>>>(const Expr<ClampOp<T>, Tensor<T, CPU>>&)) \
   X(class optim::detail::Optimizer<T, CPU, optim::SGDOptions, optim::detail::SGDState<T, CPU>>)         \
