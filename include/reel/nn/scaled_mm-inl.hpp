@@ -6,16 +6,17 @@
 namespace reel::inline REEL_ABI {
 namespace detail {
 
-// Visits every dtype, and instantiates float's and the FP8 types' copies: compiled once in
-// compiled mode.
+// Only the dtypes a scale may have (float and the FP8 types) are instantiated, not a visit of
+// all 17.
+template <class... T>
+std::vector<double> as_doubles_of(const AnyTensor& t) {
+  REEL_CHECK(t.device() == DeviceType::CPU, not_implemented_error, "AnyTensor::visit: only CPU tensors");
+  std::vector<double> r;
+  ((t.is<T>() ? (void)(r = as_doubles(t.as<T, CPU>())) : void()), ...);
+  return r;
+}
 REEL_INLINE std::vector<double> as_doubles(const AnyTensor& t) {
-  return t.visit([](const auto& x) -> std::vector<double> {
-    using T = typename std::decay_t<decltype(x)>::value_type;
-    if constexpr (std::is_same_v<T, float> || is_fp8_v<T>)
-      return as_doubles(x);
-    else
-      return {};
-  });
+  return as_doubles_of<float, float8_e4m3fn, float8_e5m2, float8_e8m0fnu>(t);
 }
 
 REEL_INLINE const char* scaling_name(ScalingType s) {
