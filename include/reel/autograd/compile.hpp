@@ -274,6 +274,7 @@ class Compiled {
     // the arguments f sees: contiguous buffers owned by the capture, refilled at each call
     std::tuple<A...> slots{args.detach().clone()...};
     std::apply([&](const auto&... x) { (e->inputs.push_back(x.impl_ptr()), ...); }, slots);
+    reel::detail::install_capture_ir();
     reel::detail::CaptureTrace trace;
     trace.want_descs(s.opts.fuse);
     std::optional<R> r;

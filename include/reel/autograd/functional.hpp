@@ -145,6 +145,7 @@ Tensor<T, D> identity_dual(const Tensor<T, D>& x, uint64_t level) {
   rd::TanTerm term;
   for (int64_t i = 0; i < s.size(); ++i) term.dim_of.push_back(s[i] > 1 ? static_cast<int>(i) : -1);
   term.coef = ones<T, D>(Shape(static_cast<size_t>(rd::free_count(term)) + s.size(), 1)).impl_ptr();
+  rd::install_struct_ops();
   rd::set_tangent(d.impl(), level, nullptr,
                   std::make_shared<const rd::StructTangent>(rd::StructTangent{s, s, rd::ir::grad_type_of<T, D>(), {term}}));
   return d;

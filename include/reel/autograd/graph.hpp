@@ -142,8 +142,22 @@ struct StructTangent {
   std::vector<TanTerm> terms;
 };
 using StructPtr = std::shared_ptr<const StructTangent>;
-// The dense [batch, *sizes] form of a structured tangent (structured.hpp).
-GradPtr densify(const StructTangent& s);
+namespace ir {
+struct Graph;
+}
+struct GraphRecord;
+// What structured tangents need (structured.hpp; record_struct_tangents in record.hpp),
+// reached through this table: identity_dual (functional.hpp), the one place that makes a
+// structured tangent, installs it first, so a header-only unit that never asks for one does
+// not compile them. Null until then (and then no structured tangent exists).
+struct StructOps {
+  GradPtr (*densify)(const StructTangent&);  // the dense [batch, *sizes] form
+  bool (*record)(const std::shared_ptr<const ir::Graph>&, const GraphRecord&, uint64_t level);
+  StructPtr (*view)(const StructTangent&, const ViewSpec&, const Shape& out);
+  StructPtr (*sum)(const StructTangent&, Shape dims, bool keepdim, double scale, const Shape& out);
+};
+inline std::atomic<const StructOps*> struct_ops_table{nullptr};
+inline const StructOps* struct_ops() { return struct_ops_table.load(std::memory_order_acquire); }
 
 // A tangent of one forward-mode level: a value, or a structured tangent whose value is made
 // on first use.
@@ -279,7 +293,7 @@ inline bool has_tangent(const TensorImpl& t, uint64_t level) { return tangent_en
 inline GradPtr tangent_of(const TensorImpl& t, uint64_t level) {
   Tangent* e = tangent_entry(t, level);
   if (!e) return nullptr;
-  if (!e->value) e->value = densify(*e->st);
+  if (!e->value) e->value = struct_ops()->densify(*e->st);
   return e->value;
 }
 // The structured tangent, when the tangent is one and has not been made dense.

@@ -91,7 +91,8 @@ REEL_INLINE GradList ir_apply(const ir::Graph& g, GradList leaves, std::span<con
   for (size_t r = 0; r < rec.outputs.size(); ++r) op[r] = rec.outputs[r].get();
   const bool all = rec.roots.size() == roots.size();  // `live` is for all roots
   if (CaptureTrace* t = capturing())
-    capture_ir(*t, g, leaves, rec.roots, rec.outputs, all ? live : live_nodes(g, rec.roots));
+    capture_ir_fn.load(std::memory_order_acquire)(*t, g, leaves, rec.roots, rec.outputs,
+                                                  all ? live : live_nodes(g, rec.roots));
   else
     ir::evaluate(g, std::span<const TensorImpl* const>(lp.p, lp.n), rec.roots,
                  std::span<TensorImpl* const>(op, rec.outputs.size()), all ? live : live_nodes(g, rec.roots));
@@ -177,6 +178,11 @@ REEL_INLINE std::vector<int> build_tangent_graph(ir::Graph& T, const ir::Graph& 
   std::vector<int> troots(roots.size());
   for (size_t r = 0; r < roots.size(); ++r) troots[r] = tan[roots[r]];
   return troots;
+}
+
+REEL_INLINE void install_struct_ops() {
+  static const StructOps ops{&densify, &record_struct_tangents, &view_struct, &sum_struct};
+  struct_ops_table.store(&ops, std::memory_order_release);
 }
 
 REEL_INLINE bool record_struct_tangents(const std::shared_ptr<const ir::Graph>& F, const GraphRecord& rec, uint64_t level) {
@@ -303,7 +309,8 @@ REEL_INLINE void record_graph(GraphRecord rec) {
     const int64_t batch = level_batch(level);  // vector mode: tangents are [batch, *sizes]
     LevelMask mask(level);
     GradModeGuard history(grad_mode_flag() && !tangents_as_values(level));
-    if (batch && structure_ok(level) && record_struct_tangents(F, rec, level)) continue;
+    if (batch && structure_ok(level))
+      if (const StructOps* ops = struct_ops(); ops && ops->record(F, rec, level)) continue;
     ir::Graph T = *F;
     T.cache.reset();
     GradList leaves(F->leaves.size());

@@ -177,6 +177,10 @@ REEL_INLINE void finish_record(PendingRecord& p, const GradPtr& out, BuildIr bui
 // graph (g may be the per-thread scratch graph) and the tensors.
 REEL_INLINE void capture_ir(CaptureTrace& t, const ir::Graph& g, const GradList& leaves, std::span<const int> roots,
                        std::span<const GradPtr> outs, const std::vector<char>& live);
+// ir_apply reaches capture_ir through this pointer, which autograd::compile (the one maker of a
+// capture) installs first: a header-only unit that never compiles a function does not compile it.
+inline std::atomic<decltype(&capture_ir)> capture_ir_fn{nullptr};
+inline void install_capture_ir() { capture_ir_fn.store(&capture_ir, std::memory_order_release); }
 
 // Evaluates the roots of g (fused, one pass) and records the result for autograd.
 // A root that is a leaf of the output's shape is returned as that tensor, unevaluated.
@@ -349,6 +353,8 @@ REEL_INLINE std::vector<int> build_tangent_graph(ir::Graph& T, const ir::Graph& 
 // each output term keeps its input term's pattern (dims shifted by broadcasting). Returns
 // false (nothing done) when no input has a structured tangent.
 REEL_INLINE bool record_struct_tangents(const std::shared_ptr<const ir::Graph>& F, const GraphRecord& rec, uint64_t level);
+// Installs struct_ops() (graph.hpp): before the first structured tangent is made.
+REEL_INLINE void install_struct_ops();
 
 REEL_INLINE void record_graph(GraphRecord rec);
 
@@ -428,7 +434,9 @@ struct ViewNode final : ErasedNode {
       return apply_view(align_batched(t, spec.shape.size(), type), batched_spec(spec, batch), type);
     return apply_view(t, batched_spec(spec, batch), type);
   }
-  StructPtr forward_struct(const StructTangent& s, const Shape& out) const override { return view_struct(s, spec, out); }
+  StructPtr forward_struct(const StructTangent& s, const Shape& out) const override {
+    return struct_ops()->view(s, spec, out);
+  }
 };
 struct EmbedNode final : ErasedNode {
   ViewSpec spec;
@@ -489,7 +497,7 @@ struct SumNode final : ErasedNode {
     return scale == 1 ? s : type->scale(s, scale);
   }
   StructPtr forward_struct(const StructTangent& s, const Shape& out) const override {
-    return sum_struct(s, dims, keepdim, scale, out);
+    return struct_ops()->sum(s, dims, keepdim, scale, out);
   }
 };
 REEL_INLINE GradPtr record_sum(const GradPtr& in, GradPtr out, const Shape& dims, const Shape& keep_sizes, bool keepdim,

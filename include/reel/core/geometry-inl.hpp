@@ -197,4 +197,18 @@ REEL_INLINE Geometry expand_geometry(const TensorImpl& t, Shape shape) {
   return Geometry{std::move(shape), std::move(st), t.offset};
 }
 
+REEL_INLINE std::shared_ptr<TensorImpl> make_contiguous_impl(Shape sizes, size_t elem, ScalarType dtype,
+                                                             DeviceType device,
+                                                             std::shared_ptr<Storage> (*make)(size_t)) {
+  check_sizes(sizes, "empty");
+  auto p = make_pooled<TensorImpl>();
+  const int64_t n = numel_of(sizes);
+  p->strides = contiguous_strides(sizes);
+  p->sizes = std::move(sizes);
+  p->storage = make(static_cast<size_t>(checked_mul(n, static_cast<int64_t>(elem), "nbytes")));
+  p->dtype = dtype;
+  p->device = device;
+  return p;
+}
+
 }  // namespace

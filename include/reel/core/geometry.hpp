@@ -43,6 +43,12 @@ REEL_INLINE Geometry permute_geometry(const TensorImpl& t, const Shape& order);
 
 REEL_INLINE Geometry expand_geometry(const TensorImpl& t, Shape shape);
 
+// A new contiguous tensor of `sizes` with elements of `elem` bytes, its storage from
+// make(nbytes) (make_tensor's body, the same for every element type).
+REEL_INLINE std::shared_ptr<TensorImpl> make_contiguous_impl(Shape sizes, size_t elem, ScalarType dtype,
+                                                             DeviceType device,
+                                                             std::shared_ptr<Storage> (*make)(size_t));
+
 }  // namespace reel::detail
 
 #ifndef REEL_COMPILED_LIB

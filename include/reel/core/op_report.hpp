@@ -105,13 +105,10 @@ inline CheckpointPolicy policy_for(const CheckpointFrame& f, const OpCall& op) {
   return CheckpointPolicy::MUST_SAVE;
 }
 
-// Runs one call of a reported op (compute() computes its result) under the checkpoints
-// active on this thread.
-template <class R, class F>
-R report_op(const OpCall& op, F&& compute) {
+// report_op under checkpoints, typed by the result only: call(f) computes it.
+template <class R>
+R report_op_framed(const OpCall& op, R (*call)(void*), void* f) {
   auto& frames = checkpoint_frames();
-  if (frames.empty()) [[likely]]
-    return compute();
   const std::string key(op.name());
   // 1. A replay serves the result its forward kept.
   const KeptResult* served = nullptr;
@@ -144,9 +141,9 @@ R report_op(const OpCall& op, F&& compute) {
     else if constexpr (!std::is_void_v<R>)
       result.emplace(*static_cast<const R*>(served->value.get()));
   } else if constexpr (std::is_void_v<R>) {
-    compute();
+    call(f);
   } else {
-    result.emplace(compute());
+    result.emplace(call(f));
   }
   // 3. The forwards being recorded keep it where their policies (or a side effect) say so.
   KeptResult keep;
@@ -181,6 +178,17 @@ R report_op(const OpCall& op, F&& compute) {
     f->calls[key].push_back(save ? keep : KeptResult{});
   }
   if constexpr (!std::is_void_v<R>) return std::move(*result);
+}
+
+// Runs one call of a reported op (compute() computes its result) under the checkpoints
+// active on this thread.
+template <class R, class F>
+R report_op(const OpCall& op, F&& compute) {
+  if (checkpoint_frames().empty()) [[likely]]
+    return compute();
+  using Fn = std::remove_reference_t<F>;
+  return report_op_framed<R>(op, [](void* c) -> R { return (*static_cast<Fn*>(c))(); },
+                             const_cast<void*>(static_cast<const void*>(std::addressof(compute))));
 }
 
 }  // namespace detail

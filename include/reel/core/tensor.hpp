@@ -261,16 +261,8 @@ class Tensor {
 namespace detail {
 template <class T, class D>
 Tensor<T, D> make_tensor(Shape sizes) {
-  check_sizes(sizes, "empty");
-  auto p = make_pooled<TensorImpl>();
-  int64_t n = numel_of(sizes);
-  p->strides = contiguous_strides(sizes);
-  p->sizes = std::move(sizes);
-  const auto nbytes = static_cast<size_t>(checked_mul(n, sizeof(T), "nbytes"));
-  p->storage = Backend<D>::make_storage(nbytes);
-  p->dtype = scalar_type_v<T>;
-  p->device = device_type_v<D>;
-  return Tensor<T, D>(std::move(p));
+  return Tensor<T, D>(make_contiguous_impl(std::move(sizes), sizeof(T), scalar_type_v<T>, device_type_v<D>,
+                                           &Backend<D>::make_storage));
 }
 }  // namespace detail
 
