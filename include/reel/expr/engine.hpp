@@ -390,32 +390,30 @@ void eval_row_block(void* self, const RowCtx& c, int64_t cnt, int64_t rows, bool
       }
     }
   }
-  // Short rows in a block of more rows than that: the scalar loop runs across them (along the
-  // rows, each row's elements in turn); otherwise along each row. One scalar loop serves both.
-  const bool across = cnt < kShortRow && rows > cnt;
-  int64_t along[N], step[N];  // strides within the scalar loop's runs, and from run to run
-  for (int k = 0; k < N; ++k) {
-    along[k] = across ? c.outer[k] : inner[k];
-    step[k] = across ? inner[k] : c.outer[k];
-  }
-  const int64_t runs = across ? cnt : rows, len = across ? rows : cnt;
   for (int64_t p = 0; p < c.planes; ++p) {
     for (int k = 0; k < N; ++k) off[k] = c.off[k] + p * c.outer2[k];
-    if constexpr (eigen_able<E>::value) {
-      if (!across && unit && cnt >= kEigenMinRow) {
-        const RowCtx rc{c.base, off, inner, c.outer};
-        for (int64_t r = 0; r < rows; ++r) {
+    const RowCtx rc{c.base, off, inner, c.outer};
+    if (cnt < kShortRow && rows > cnt) {  // short rows: the loop runs across them
+      int64_t outer[N];
+      for (int k = 0; k < N; ++k) outer[k] = c.outer[k];
+      const RowCtx cc{c.base, off, outer, inner};
+      for (int64_t i = 0; i < cnt; ++i) {
+        for (int64_t r = 0; r < rows; ++r) o[off[0] + r * outer[0]] = convert<R>(eval_at<1>(ex, cc, r));
+        for (int k = 0; k < N; ++k) off[k] += inner[k];
+      }
+      continue;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (eigen_able<E>::value) {
+        if (unit && cnt >= kEigenMinRow) {
           Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> m(o + off[0], cnt);
           m = cast_eigen<R>(eval_eigen<1>(ex, rc, cnt));
           for (int k = 0; k < N; ++k) off[k] += c.outer[k];
+          continue;
         }
-        continue;
       }
-    }
-    const RowCtx rc{c.base, off, along, step};
-    for (int64_t r = 0; r < runs; ++r) {
-      for (int64_t i = 0; i < len; ++i) o[off[0] + i * along[0]] = convert<R>(eval_at<1>(ex, rc, i));
-      for (int k = 0; k < N; ++k) off[k] += step[k];
+      for (int64_t i = 0; i < cnt; ++i) o[off[0] + i * inner[0]] = convert<R>(eval_at<1>(ex, rc, i));
+      for (int k = 0; k < N; ++k) off[k] += c.outer[k];
     }
   }
 }
