@@ -76,7 +76,8 @@ class FwRule {
  public:
   template <class F>
   FwRule(F& f)
-      : obj_(const_cast<void*>(static_cast<const void*>(&f))), call_([](void* o, const std::vector<Tensor<T, D>>& ts) { return Tensor<T, D>((*static_cast<F*>(o))(ts)); }) {}
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, const std::vector<Tensor<T, D>>& ts) { return Tensor<T, D>((*static_cast<F*>(o))(ts)); }) {}
   Tensor<T, D> operator()(const std::vector<Tensor<T, D>>& ts) const { return call_(obj_, ts); }
 
  private:
@@ -121,7 +122,7 @@ void forward_levels(FwRule<T, D> fw, const std::vector<const TensorImpl*>& ins, 
   }
 }
 
-// record_fn's bookkeeping (typed by (T, D) only): `make_node()` builds the op's node, called
+// record_fn's bookkeeping (typed by (T, D) only): `make_node(bw)` builds the op's node, called
 // only when a gradient will flow back through it.
 template <class T, class D>
 Tensor<T, D> record_fn_typed(Tensor<T, D> out, const char* name, std::span<const Tensor<T, D>> inputs,
