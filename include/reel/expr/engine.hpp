@@ -279,6 +279,13 @@ template <class T, class D> void collect_leaf_storages(const Tensor<T, D>& t, co
 template <class Op, class... A> void collect_leaf_storages(const Expr<Op, A...>& e, const Storage** s, size_t& n) {
   std::apply([&](const auto&... a) { (collect_leaf_storages(a, s, n), ...); }, e.args);
 }
+// Keeps in capture `t` the kernel `step` that writes `out` from the operands of expression `e`.
+template <class O, class E, class F> void keep_expr_kernel(CaptureTrace& t, const O& out, const E& e, F&& step) {
+  const Storage* reads[kMaxOperands];
+  size_t n = 0;
+  collect_leaf_storages(e, reads, n);
+  t.keep_kernel(out.impl().storage.get(), reads, n, CaptureStep(std::forward<F>(step)));
+}
 
 // Evaluates expression `e` into the (already shaped) destination `out`.
 template <class R, class D, class E>
@@ -293,10 +300,7 @@ void eval_into(const Tensor<R, D>& out, const E& e) {
     static_assert(leaf_count_v<E> < kMaxOperands, "reel: an expression may have at most 31 tensor operands");
     if (out.numel() == 0) return;
     if (CaptureTrace* t = capturing()) {
-      const Storage* reads[kMaxOperands];
-      size_t n = 0;
-      collect_leaf_storages(e, reads, n);
-      t->keep_kernel(out.impl().storage.get(), reads, n, CaptureStep([out, e] { eval_rows_cpu(out, e); }));
+      keep_expr_kernel(*t, out, e, [out, e] { eval_rows_cpu(out, e); });
       Recorder<R, D>::describe(*t, out, e, out.sizes(), {}, false);
     } else
       eval_rows_cpu(out, e);

@@ -44,11 +44,7 @@ std::optional<Tensor<value_t<E>, device_t<E>>> reduce_expr(const E& e, const Sha
     if (!std::is_sorted(p.perm.begin(), p.perm.end()) || (p.outer > 1 && p.inner > kReduceTile)) return std::nullopt;
     auto out = empty<T, D>(p.out);
     if (CaptureTrace* t = capturing()) {
-      const Storage* reads[kMaxOperands];
-      size_t nr = 0;
-      collect_leaf_storages(e, reads, nr);
-      t->keep_kernel(out.impl().storage.get(), reads, nr,
-                     CaptureStep([e, p, out] { sum_expr_cpu(e, p, Mean, out.mutable_data_ptr()); }));
+      keep_expr_kernel(*t, out, e, [e, p, out] { sum_expr_cpu(e, p, Mean, out.mutable_data_ptr()); });
       Recorder<T, D>::describe(*t, out, e, s, reduced_mask(s, p), Mean);
     } else
       sum_expr_cpu(e, p, Mean, out.mutable_data_ptr());
