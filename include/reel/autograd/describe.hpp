@@ -27,22 +27,8 @@ template <class T, class D, class E> int build_ir(ir::Builder& b, const void* e)
 }
 
 // The part of a description no expression type instantiates again.
-inline void describe_graph(CaptureTrace& t, BuildIr build, const void* e, const GradPtr* const* leaves, size_t n,
-                           GradPtr out, const Shape& space, std::vector<char> reduced, bool mean) {
-  auto g = std::make_shared<ir::Graph>();
-  ir::Builder b{*g};
-  const int root = build(b, e);
-  if (n != g->leaves.size()) return;
-  auto d = std::make_shared<KernelDesc>();
-  d->graph = std::move(g);
-  d->roots.push_back(root);
-  for (size_t k = 0; k < n; ++k) d->leaves.push_back(*leaves[k]);
-  d->outs.push_back(std::move(out));
-  d->space.assign(space.begin(), space.end());
-  d->reduced = std::move(reduced);
-  d->mean = mean;
-  t.describe(std::move(d));
-}
+REEL_INLINE void describe_graph(CaptureTrace& t, BuildIr build, const void* e, const GradPtr* const* leaves, size_t n,
+                                GradPtr out, const Shape& space, std::vector<char> reduced, bool mean);
 
 template <class T, class D, class E>
 void describe_kernel(CaptureTrace& t, const Tensor<T, D>& out, const E& e, const Shape& space,

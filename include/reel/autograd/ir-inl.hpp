@@ -5,6 +5,16 @@
 
 namespace reel::inline REEL_ABI {
 namespace detail::ir {
+REEL_INLINE int Builder::leaf(const TypeInfo* t) {
+  IrNode n;
+  n.kind = Kind::Leaf;
+  n.type = t;
+  n.leaf = static_cast<int>(g.leaves.size());
+  g.leaves.push_back(t);
+  int id = push(n);
+  g.leaf_node.push_back(id);
+  return id;
+}
 REEL_INLINE uint64_t hash_graph(const Graph& g) {
   uint64_t h = 0x9e3779b97f4a7c15ull;
   auto mix = [&](uint64_t w) {

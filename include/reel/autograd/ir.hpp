@@ -127,16 +127,7 @@ struct Builder {
     g.nodes.push_back(n);
     return static_cast<int>(g.nodes.size()) - 1;
   }
-  int leaf(const TypeInfo* t) {
-    IrNode n;
-    n.kind = Kind::Leaf;
-    n.type = t;
-    n.leaf = static_cast<int>(g.leaves.size());
-    g.leaves.push_back(t);
-    int id = push(n);
-    g.leaf_node.push_back(id);
-    return id;
-  }
+  REEL_INLINE int leaf(const TypeInfo* t);
   template <class T> int constant(const TypeInfo* t, const T& v) {
     static_assert(sizeof(T) <= sizeof(IrNode::data));
     IrNode n;

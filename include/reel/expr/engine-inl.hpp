@@ -5,6 +5,13 @@
 
 namespace reel::inline REEL_ABI {
 namespace detail {
+REEL_INLINE void fill_patterns(unsigned char* d, const unsigned char* s, int64_t si, int64_t sp, int64_t n,
+                               int64_t planes, int size) {
+  if (size == 8)
+    fill_patterns_n<uint64_t>(d, s, si, sp, n, planes);
+  else
+    fill_patterns_n<uint32_t>(d, s, si, sp, n, planes);
+}
 REEL_INLINE void parallel_for(int64_t n, int64_t grain, RangeFn f) {
 #ifdef _OPENMP
   int nt = n >= grain && !omp_in_parallel() ? omp_get_max_threads() : 1;

@@ -101,13 +101,8 @@ void fill_patterns_n(unsigned char* d, const unsigned char* s, int64_t si, int64
   }
 }
 // (n divides kPatternRun; an element has 4 or 8 bytes)
-inline void fill_patterns(unsigned char* d, const unsigned char* s, int64_t si, int64_t sp, int64_t n, int64_t planes,
-                          int size) {
-  if (size == 8)
-    fill_patterns_n<uint64_t>(d, s, si, sp, n, planes);
-  else
-    fill_patterns_n<uint32_t>(d, s, si, sp, n, planes);
-}
+REEL_INLINE void fill_patterns(unsigned char* d, const unsigned char* s, int64_t si, int64_t sp, int64_t n,
+                               int64_t planes, int size);
 template <class W>  // W: an element's bytes (memcpy of a constant size: one load, one store)
 void copy2d_as(unsigned char* d, int64_t di, int64_t dob, const unsigned char* s, int64_t si, int64_t sob, int64_t n,
                int64_t rows) {

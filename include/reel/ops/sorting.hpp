@@ -99,7 +99,7 @@ ValuesIndices<T, Dv> ordered_lines(const Tensor<T, Dv>& x, int64_t dim, int64_t 
 // sort along dim: stable; NaN sorts as the largest value (last ascending, first descending).
 template <TensorLike X>
   requires is_tensor_v<X>
-auto sort(const X& xe, int64_t dim = -1, bool descending = false) {
+ValuesIndices<detail::value_t<X>, detail::device_t<X>> sort(const X& xe, int64_t dim = -1, bool descending = false) {
   REEL_REQUIRE_ORDERED(detail::value_t<X>, "sort");
   auto x = detail::materialize(xe);
   auto r = detail::ordered_lines(x.detach(), dim, x.dim() ? x.size(dim) : 1, descending, "sort");

@@ -24,6 +24,11 @@
   X(Tensor<T, CPU> norm<Tensor<T, CPU>>(const Tensor<T, CPU>&, double, Shape, bool))                     \
   X(Tensor<T, CPU> nn::functional::softmax<Tensor<T, CPU>>(const Tensor<T, CPU>&, int64_t))              \
   X(Tensor<T, CPU> nn::functional::log_softmax<Tensor<T, CPU>>(const Tensor<T, CPU>&, int64_t))          \
+  X(ValuesIndices<T, CPU> sort<Tensor<T, CPU>>(const Tensor<T, CPU>&, int64_t, bool))                     \
+  X(void histc<T, CPU>(const Tensor<T, CPU>&, int64_t, double, double, Tensor<T, CPU>&))                 \
+  X(Tensor<T, CPU> linspace<T, CPU>(double, double, int64_t))                                            \
+  X(Tensor<T, CPU> rand<T, CPU>(Shape, Generator&))                                                      \
+  X(Tensor<T, CPU> randn<T, CPU>(Shape, Generator&))                                                     \
   X(Tensor<int64_t, CPU> argmax<Tensor<T, CPU>>(const Tensor<T, CPU>&, std::optional<int64_t>, bool))    \
   X(Tensor<int64_t, CPU> argmin<Tensor<T, CPU>>(const Tensor<T, CPU>&, std::optional<int64_t>, bool))    \
   X(Tensor<T, CPU> detail::extreme<true, T, CPU>(const Tensor<T, CPU>&, const Shape&, bool, bool))       \
@@ -62,7 +67,14 @@
 // precision (data loading, mixed precision), once, with part core of float.
 #define REEL_INSTANTIATE_UNTYPED(X)                                                         \
   REEL_INSTANTIATE_TENSOR(X, int64_t) REEL_INSTANTIATE_TENSOR(X, bool) REEL_INSTANTIATE_TENSOR(X, uint8_t) \
-  REEL_INSTANTIATE_TENSOR(X, half) REEL_INSTANTIATE_TENSOR(X, bfloat16)
+  REEL_INSTANTIATE_TENSOR(X, half) REEL_INSTANTIATE_TENSOR(X, bfloat16)                     \
+  X(Tensor<int64_t, CPU> sum<Tensor<int64_t, CPU>>(const Tensor<int64_t, CPU>&, Shape, bool)) \
+  X(Tensor<int64_t, CPU> cumsum<Tensor<int64_t, CPU>>(const Tensor<int64_t, CPU>&, int64_t)) \
+  X(Tensor<int64_t, CPU> randint<int64_t, CPU>(int64_t, int64_t, Shape, Generator&))       \
+  X(Tensor<uint8_t, CPU> randint<uint8_t, CPU>(int64_t, int64_t, Shape, Generator&))       \
+  X(Tensor<half, CPU> linspace<half, CPU>(double, double, int64_t))                        \
+  X(Tensor<bfloat16, CPU> linspace<bfloat16, CPU>(double, double, int64_t))                \
+  X(void detail::append_arg<Shape>(std::string&, const Shape&))
 
 #define REEL_INSTANTIATE_ALL(X) \
   REEL_INSTANTIATE_TYPED(X, float) REEL_INSTANTIATE_TYPED(X, double) REEL_INSTANTIATE_UNTYPED(X)
