@@ -64,7 +64,9 @@
   X(void detail::assign_expr<T, CPU, Tensor<T, CPU>>(const Tensor<T, CPU>&, const Tensor<T, CPU>&))       \
   X(std::ostream& operator<< <T, CPU>(std::ostream&, const Tensor<T, CPU>&))
 // The index and mask types every program meets (argmax, comparisons), bytes and half
-// precision (data loading, mixed precision), once, with part core of float.
+// precision (data loading, mixed precision), once, with part core of float; and what programs
+// do with them: sums and cumulative sums of int64 (counts), randint, half and bfloat16
+// linspace, and a Shape in an error message.
 #define REEL_INSTANTIATE_UNTYPED(X)                                                         \
   REEL_INSTANTIATE_TENSOR(X, int64_t) REEL_INSTANTIATE_TENSOR(X, bool) REEL_INSTANTIATE_TENSOR(X, uint8_t) \
   REEL_INSTANTIATE_TENSOR(X, half) REEL_INSTANTIATE_TENSOR(X, bfloat16)                     \
