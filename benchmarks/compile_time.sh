@@ -2,9 +2,11 @@
 # Times compiling a typical 100-line program that includes <reel/reel.hpp>, at -O2: 5 runs (RUNS=n
 # for another count), reports the fastest (least disturbed by other load on the machine) and
 # the median.
-#   benchmarks/compile_time.sh [--runtime] [--linalg] [--pch]
+#   benchmarks/compile_time.sh [--runtime] [--linalg] [--pch] [--no-autograd]
 #   --runtime  as a reel::runtime user compiles it (REEL_COMPILED_LIB: the runtime and the
 #              listed instantiations come from the library); default: header-only
+#   --no-autograd  with REEL_NO_AUTOGRAD (recording compiled out: what autograd costs a unit;
+#              not with --linalg, whose program calls backward)
 #   --linalg   the same program with one linalg::slogdet(...).logabsdet.backward()
 #   --pch      with <reel/reel.hpp> (and <reel/linalg.hpp>) precompiled with the same flags,
 #              as target_precompile_headers does; making the PCH (once per target) is not timed
@@ -17,6 +19,7 @@ for a in "$@"; do
   case "$a" in
     --runtime) flags+=(-DREEL_COMPILED_LIB) ;;
     --linalg) flags+=(-DREEL_CT_LINALG) ;;
+    --no-autograd) flags+=(-DREEL_NO_AUTOGRAD) ;;
     --pch) pch=1 ;;
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
